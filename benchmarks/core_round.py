@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Planning time of each allocator with a full queue, and TUNE's gap to the OPT bound.
+
+    python benchmarks/core_round.py            # table: allocator x cluster size
+    python benchmarks/core_round.py --json     # [{"allocator", "gpus", "jobs", "seconds"}]
+    python benchmarks/core_round.py --opt-gap --json   # {"cases", "mean_gap", "max_gap"}
+
+A full queue is 1,000 jobs (the paper's ten models, 1-8 GPUs each) for 128 and 512 GPUs and
+2,000 for 2,048 GPUs, so that every size has more demand than GPUs. Times are the median of
+``--repeat`` plans on this machine; compare them with each other, not across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from synergy_slurm.core import ClusterState, get_allocator, get_policy, load_profiles, make_plan
+from synergy_slurm.core.allocators.base import admissible
+from synergy_slurm.core.allocators.opt import OptAllocator, candidates, solve_stage1
+from synergy_slurm.core.ledger import Ledger
+from synergy_slurm.sim.jobsets import full_cluster_jobs
+
+DEFAULT_PROFILES = Path(__file__).resolve().parents[2] / "shared" / "reference" / \
+    "model_profiles.json"
+SIZES = ((128, 1000), (512, 1000), (2048, 2000))
+ALLOCATORS = ("proportional", "greedy", "tune-ref", "tune", "opt-stage1", "opt")
+
+
+def time_plan(name: str, jobs, cluster, repeat: int) -> float:
+    fifo = get_policy("fifo")
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        if name == "opt-stage1":
+            ledger = Ledger(cluster)
+            admitted = []
+            for job in admissible(fifo.order(jobs, 0), ledger, {}):
+                admitted.append(job)
+                ledger.free_gpus -= job.gpus
+            solve_stage1(admitted, [candidates(j, cluster) for j in admitted], Ledger(cluster),
+                         time_limit_s=30)
+        else:
+            alloc = OptAllocator(time_limit_s=30) if name == "opt" else get_allocator(name)
+            make_plan(jobs, cluster, fifo, alloc, now=0)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def speed(profiles, repeat: int) -> list[dict]:
+    rows = []
+    for gpus, njobs in SIZES:
+        rng = random.Random(gpus)
+        cluster = ClusterState.uniform(gpus // 8)
+        jobs = full_cluster_jobs(rng, profiles, gpus, sizes=range(1, 9), overfill=0)
+        while len(jobs) < njobs:
+            jobs += full_cluster_jobs(rng, profiles, gpus, sizes=range(1, 9))
+        jobs = [j.__class__(**{**j.__dict__, "id": i, "submitted": float(i)})
+                for i, j in enumerate(jobs[:njobs])]
+        for name in ALLOCATORS:
+            rows.append({"allocator": name, "gpus": gpus, "jobs": njobs,
+                         "seconds": round(time_plan(name, jobs, cluster, repeat), 4)})
+            print(f"  {name:>13} {gpus:5d} GPUs: {rows[-1]['seconds']:.4f} s", file=sys.stderr)
+    return rows
+
+
+def opt_gap(profiles, cases: int, split, allocator: str) -> dict:
+    rng = random.Random(11)
+    fifo = get_policy("fifo")
+    gaps, gains = [], []
+    for _ in range(cases):
+        servers = rng.choice([2, 4, 8, 16])
+        cluster = ClusterState.uniform(servers)
+        jobs = full_cluster_jobs(rng, profiles, servers * 8, sizes=(1, 1, 2, 4, 8), split=split)
+        opt = make_plan(jobs, cluster, fifo, OptAllocator(time_limit_s=30), now=0)
+        tune = make_plan(jobs, cluster, fifo, get_allocator(allocator), now=0)
+        ref = make_plan(jobs, cluster, fifo, get_allocator("tune-ref"), now=0)
+        gaps.append(1 - tune.total_speedup / opt.bound)
+        gains.append(tune.total_speedup / ref.total_speedup)
+    return {"cases": cases, "allocator": allocator,
+            "split": list(split) if split else "uniform",
+            "mean_gap": round(statistics.mean(gaps), 4), "max_gap": round(max(gaps), 4),
+            "mean_gain_over_tune_ref": round(statistics.mean(gains), 4)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--opt-gap", action="store_true", help="TUNE against the OPT bound")
+    ap.add_argument("--cases", type=int, default=50)
+    ap.add_argument("--allocator", default="tune", help="allocator compared with OPT")
+    ap.add_argument("--split", default="uniform",
+                    help="model mix: 'uniform' over the ten models or I,L,S percentages")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profiles", type=Path, default=DEFAULT_PROFILES)
+    args = ap.parse_args()
+    profiles = load_profiles(args.profiles)
+    if args.opt_gap:
+        split = None if args.split == "uniform" else [float(x) for x in args.split.split(",")]
+        res = opt_gap(profiles, args.cases, split, args.allocator)
+        if args.json:
+            print(json.dumps(res))
+        else:
+            for k, v in res.items():
+                print(f"{k:>24}: {v}")
+        return 0
+    rows = speed(profiles, args.repeat)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    sizes = [g for g, _ in SIZES]
+    print(f"{'allocator':>13} " + " ".join(f"{g:>7d} GPUs" for g in sizes) + "   (seconds/plan)")
+    for name in ALLOCATORS:
+        cells = [next(r["seconds"] for r in rows if r["allocator"] == name and r["gpus"] == g)
+                 for g in sizes]
+        print(f"{name:>13} " + " ".join(f"{c:12.4f}" for c in cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""``synergy``: the admin's command (planning, simulation; more subcommands join later)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .plan_cmd import plan_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.version_option(package_name="synergy-slurm")
+def main(verbose: int) -> None:
+    """Resource-sensitive scheduling of GPU training jobs on Slurm (Synergy, OSDI 2022).
+
+    Synergy gives CPU- and memory-hungry training jobs more than their GPU-proportional
+    share of cores and memory, and insensitive jobs less, without ever running a job slower
+    than its proportional share would.
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+main.add_command(plan_cmd)

@@ -1,0 +1,105 @@
+"""Synergy-TUNE: ideal share if it fits, else lower itself to proportional, else lower peers.
+
+Step 3 only lowers jobs that hold more than the proportional share; once every job on a
+server is within it, a proportional GPU fits on each free GPU, so an admitted job is always
+placed. ``interpolate`` (beyond the reference) tries the best grid point between the ideal
+and the proportional share that fits before dropping to proportional, and after the round
+hands cores and memory left idle on a server to the jobs there that were lowered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..demand import Demand, fair_capped, ideal_demand, intermediate_points
+from ..job import JobSpec
+from ..ledger import Ledger
+from ..plan import Plan
+from ..resources import ClusterState
+from .base import Allocator
+
+
+class TuneAllocator(Allocator):
+    def __init__(self, interpolate: bool = True) -> None:
+        self.interpolate = interpolate
+        self.name = "tune" if interpolate else "tune-ref"
+
+    def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
+        if not self.interpolate:
+            return super().allocate(jobs, cluster)
+        return self._allocate_then(jobs, cluster, upgrade_lowered)
+
+    def admit(self, job: JobSpec, ledger: Ledger) -> str | None:
+        fair = ledger.fair
+        wanted = ideal_demand(job, fair, ledger.cluster.servers)
+        return place_tuned(job, wanted, ledger, self.interpolate)
+
+
+def upgrade_lowered(ledger: Ledger) -> None:
+    """Give idle cores and memory to jobs running below their ideal share, in admission
+    order, each to the best point between its share and its ideal that fits on all of its
+    servers."""
+    for h in list(ledger.held.values()):
+        wanted = ideal_demand(h.job, ledger.fair, ledger.cluster.servers)
+        if wanted.speedup <= h.speedup or h.share == wanted.share:
+            continue
+        here = Demand(h.share, h.speedup, h.how)
+        for d in [wanted, *intermediate_points(h.job, wanted.share, here, ledger.fair)]:
+            if d.speedup > h.speedup and ledger.can_reshape(h.job.id, d.share):
+                ledger.reshape(h.job.id, d)
+                break
+
+
+def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger, interpolate: bool) -> str | None:
+    """TUNE's three steps for one job wanting ``wanted`` (shared with OPT's rounding)."""
+    fair = ledger.fair
+    placement = ledger.find_placement(job.gpus, wanted.share)
+    if placement is not None:
+        ledger.place(job, wanted, placement)
+        return None
+    lowered = fair_capped(job, wanted.share, fair) if not wanted.share.within(fair) else wanted
+    if interpolate:
+        for d in intermediate_points(job, wanted.share, lowered, fair):
+            placement = ledger.find_placement(job.gpus, d.share)
+            if placement is not None:
+                ledger.place(job, d, placement)
+                return None
+    if lowered is not wanted:
+        placement = ledger.find_placement(job.gpus, lowered.share)
+        if placement is not None:
+            ledger.place(job, lowered, placement)
+            return None
+    if place_with_peer_downgrade(job, lowered, ledger):
+        return None
+    return "no room even after lowering peers to their proportional share"
+
+
+def place_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger) -> bool:
+    """Lower peers on the fullest servers that can hold the job, whole if possible,
+    else GPU by GPU; all or nothing."""
+    mark = ledger.checkpoint()
+    g = job.gpus
+    if g <= ledger.max_gpus:
+        for i in ledger.servers_by_free_gpus(at_least=g):
+            if ledger.free_up(i, g, demand.share):
+                ledger.place(job, demand, {i: g})
+                return True
+    placement: dict[int, int] = {}
+    left = g
+    for i in ledger.servers_by_free_gpus(at_least=1):
+        for k in range(min(left, ledger.fg[i]), 0, -1):
+            if ledger.free_up(i, k, demand.share):
+                placement[i] = k
+                left -= k
+                # Hold the GPUs now so later servers' checks see them taken.
+                ledger._take(i, k, k * demand.share.cpus, k * demand.share.mem_gb)
+                break
+        if left == 0:
+            break
+    for i, k in placement.items():
+        ledger._take(i, -k, -k * demand.share.cpus, -k * demand.share.mem_gb)
+    if left == 0:
+        ledger.place(job, demand, placement)
+        return True
+    ledger.rollback(mark)
+    return False

@@ -1,0 +1,105 @@
+"""What a job asks for: its ideal share, capped to a server, and the downgrades TUNE uses.
+
+Every function here keeps Synergy's guarantee: a returned share never gives the job less
+than its proportional throughput; where a profile would (a malformed or odd profile), the
+proportional share is returned instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .job import JobSpec
+from .resources import PerGpu, Server
+
+FLOOR_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Demand:
+    """A per-GPU share, the speedup it gives, and why it was chosen."""
+
+    share: PerGpu
+    speedup: float
+    how: str
+
+
+def speedup_of(job: JobSpec, share: PerGpu, fair: PerGpu) -> float:
+    if job.profile is None:
+        return 1.0
+    return job.profile.speedup(share, fair)
+
+
+def server_cap(gpus: int, servers: tuple[Server, ...]) -> PerGpu | None:
+    """The largest per-GPU share a ``gpus``-GPU job can have on one server; None if it is
+    larger than every server."""
+    best: PerGpu | None = None
+    for s in servers:
+        cap = s.capacity
+        if cap.gpus >= gpus:
+            here = PerGpu(cap.cpus // gpus, cap.mem_gb / gpus)
+            if best is None or (here.cpus, here.mem_gb) > (best.cpus, best.mem_gb):
+                best = here
+    return best
+
+
+def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Demand:
+    """The job's ideal share, capped at the largest server; proportional when unknown,
+    larger than a server, or when the capped point would run slower than proportional."""
+    proportional = Demand(fair, 1.0, "proportional")
+    if job.profile is None or job.profile.ideal is None:
+        return proportional
+    cap = server_cap(job.gpus, servers)
+    if cap is None:
+        return proportional
+    point, how = job.profile.ideal, "ideal"
+    if not point.within(cap):
+        point, how = point.capped(cap), "capped"
+    s = job.profile.speedup(point, fair)
+    if s < 1.0 - FLOOR_TOLERANCE:
+        return proportional
+    return Demand(point, s, how)
+
+
+def fair_capped(job: JobSpec, share: PerGpu, fair: PerGpu) -> Demand:
+    """Lower every dimension above the proportional share to it (TUNE's self/peer downgrade).
+
+    The result is within the fair share in every dimension. If lowering alone would cost the
+    job throughput below proportional, the plain proportional share is returned.
+    """
+    lowered = share.capped(fair)
+    s = speedup_of(job, lowered, fair)
+    if s < 1.0 - FLOOR_TOLERANCE:
+        return Demand(fair, 1.0, "proportional")
+    return Demand(lowered, s, "self-downgrade")
+
+
+def intermediate_points(job: JobSpec, upper: PerGpu, lower: Demand,
+                        fair: PerGpu) -> list[Demand]:
+    """Shares between ``lower`` and ``upper`` on the profile's grid that beat ``lower``,
+    best first (then cheapest): what the interpolating TUNE tries before proportional."""
+    prof = job.profile
+    if prof is None:
+        return []
+    cpus = sorted({int(c) for c in prof.cpu_grid if c == int(c)} | {upper.cpus, fair.cpus})
+    mems = sorted({*prof.mem_grid, upper.mem_gb, fair.mem_gb})
+    out = []
+    for c in cpus:
+        if c < 1 or c > upper.cpus:
+            continue
+        for m in mems:
+            if m > upper.mem_gb:
+                continue
+            p = PerGpu(c, m)
+            if p == upper or p == lower.share:
+                continue
+            s = prof.speedup(p, fair)
+            if s > lower.speedup + FLOOR_TOLERANCE and s >= 1.0 - FLOOR_TOLERANCE:
+                out.append(Demand(p, s, "interpolated"))
+    out.sort(key=lambda d: (-d.speedup, d.share.cpus, d.share.mem_gb))
+    # Drop points dominated by a cheaper one with at least the same speedup.
+    kept: list[Demand] = []
+    for d in out:
+        if not any(k.share.within(d.share) for k in kept):
+            kept.append(d)
+    return kept

@@ -1,0 +1,32 @@
+"""What the core knows about a job: its GPUs, its profile and how far it has come."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .profile import Profile
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A runnable GPU job as the core sees it.
+
+    Times are seconds on the driver's clock (simulated or wall). ``duration_s`` and
+    ``remaining_s`` are measured at the job's proportional speed, which is what SRTF and FTF
+    order by. ``profile`` is None when the job's profile is unknown: such a job is only ever
+    given its proportional share.
+    """
+
+    id: int
+    gpus: int
+    submitted: float = 0.0
+    duration_s: float = 0.0
+    remaining_s: float = 0.0
+    attained_s: float = 0.0
+    profile: Profile | None = None
+    profile_key: str = ""
+    user: str = ""
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise ValueError(f"job {self.id}: a GPU job needs at least one GPU, got {self.gpus}")

@@ -1,0 +1,192 @@
+"""Mutable bookkeeping of one planning round: free resources per server and who holds what.
+
+Allocators place jobs into a Ledger, reshape earlier jobs (TUNE's peer downgrade) and, when
+an attempt fails half way, roll back to a checkpoint. The Ledger never lets a server go
+below zero in any dimension; the finished round becomes an immutable :class:`Plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .demand import Demand, fair_capped
+from .job import JobSpec
+from .plan import Allocation, Plan
+from .resources import MEM_EPS, ClusterState, PerGpu, floor_div
+
+
+@dataclass
+class Held:
+    """A job placed in this round (mutable while the round is planned)."""
+
+    job: JobSpec
+    share: PerGpu
+    placement: dict[int, int]  # server index -> GPUs
+    speedup: float
+    how: str
+
+
+class Ledger:
+    """Free GPUs/cores/memory per server, and the jobs placed so far in admission order."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self.cluster = cluster
+        self.fair = cluster.fair
+        self.names = [s.name for s in cluster.servers]
+        free = cluster.free()
+        self.fg = [r.gpus for r in free]
+        self.fc = [r.cpus for r in free]
+        self.fm = [r.mem_gb for r in free]
+        self.max_gpus = cluster.max_server_gpus
+        self.free_gpus = sum(self.fg)
+        self.on_server: list[dict[int, int]] = [{} for _ in self.names]
+        self.held: dict[int, Held] = {}
+        self._undo: list[tuple] = []
+
+    # -- queries ------------------------------------------------------------------------
+    def find_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
+        """Whole on the server with the fewest free GPUs where it all fits, else spread GPU
+        by GPU over the servers with the fewest free GPUs; None if it does not fit."""
+        if gpus > self.free_gpus:
+            return None
+        c, m = share.cpus, share.mem_gb
+        need_c, need_m = c * gpus, m * gpus - MEM_EPS
+        fg, fc, fm = self.fg, self.fc, self.fm
+        if gpus <= self.max_gpus:
+            best = -1
+            for i in range(len(fg)):
+                g = fg[i]
+                if g >= gpus and fc[i] >= need_c and fm[i] >= need_m and (
+                        best < 0 or g < fg[best]):
+                    best = i
+            if best >= 0:
+                return {best: gpus}
+            if gpus == 1:
+                return None
+        out: dict[int, int] = {}
+        left = gpus
+        for _, i in sorted((g, i) for i, g in enumerate(fg) if g > 0):
+            k = min(fg[i], left, fc[i] // c if c > 0 else left,
+                    floor_div(fm[i], m) if m > 0 else left)
+            if k > 0:
+                out[i] = k
+                left -= k
+                if left == 0:
+                    return out
+        return None
+
+    def servers_by_free_gpus(self, at_least: int = 1) -> list[int]:
+        return [i for _, i in sorted((g, i) for i, g in enumerate(self.fg) if g >= at_least)]
+
+    # -- changes ------------------------------------------------------------------------
+    def place(self, job: JobSpec, demand: Demand, placement: dict[int, int]) -> None:
+        share = demand.share
+        for i, n in placement.items():
+            self._take(i, n, n * share.cpus, n * share.mem_gb)
+            self.on_server[i][job.id] = n
+        self.held[job.id] = Held(job, share, dict(placement), demand.speedup, demand.how)
+        self._undo.append(("place", job.id))
+
+    def can_reshape(self, job_id: int, share: PerGpu) -> bool:
+        h = self.held[job_id]
+        dc = share.cpus - h.share.cpus
+        dm = share.mem_gb - h.share.mem_gb
+        return all(self.fc[i] >= n * dc and self.fm[i] + MEM_EPS >= n * dm
+                   for i, n in h.placement.items())
+
+    def reshape(self, job_id: int, demand: Demand) -> None:
+        h = self.held[job_id]
+        dc = demand.share.cpus - h.share.cpus
+        dm = demand.share.mem_gb - h.share.mem_gb
+        for i, n in h.placement.items():
+            self.fc[i] -= n * dc
+            self.fm[i] -= n * dm
+            assert self.fc[i] >= 0 and self.fm[i] >= -2 * MEM_EPS, "reshape overcommits a server"
+        self._undo.append(("reshape", job_id, h.share, h.speedup, h.how))
+        h.share, h.speedup, h.how = demand.share, demand.speedup, demand.how
+
+    def checkpoint(self) -> int:
+        return len(self._undo)
+
+    def rollback(self, mark: int) -> None:
+        while len(self._undo) > mark:
+            entry = self._undo.pop()
+            if entry[0] == "place":
+                h = self.held.pop(entry[1])
+                for i, n in h.placement.items():
+                    self._take(i, -n, -n * h.share.cpus, -n * h.share.mem_gb)
+                    del self.on_server[i][entry[1]]
+            else:
+                _, job_id, share, speedup, how = entry
+                h = self.held[job_id]
+                for i, n in h.placement.items():
+                    self.fc[i] += n * (h.share.cpus - share.cpus)
+                    self.fm[i] += n * (h.share.mem_gb - share.mem_gb)
+                h.share, h.speedup, h.how = share, speedup, how
+
+    def _take(self, i: int, g: int, c: int, m: float) -> None:
+        self.fg[i] -= g
+        self.fc[i] -= c
+        self.fm[i] -= m
+        self.free_gpus -= g
+        assert self.fg[i] >= 0 and self.fc[i] >= 0 and self.fm[i] >= -2 * MEM_EPS, \
+            "placement overcommits a server"
+
+    # -- TUNE's peer downgrade -----------------------------------------------------------
+    def free_up(self, i: int, gpus: int, share: PerGpu) -> bool:
+        """Make room for ``gpus`` GPUs at ``share`` on server ``i`` by lowering jobs placed
+        there that hold more than the proportional share to it (fewest servers first, then
+        most cores/GPU, then most memory/GPU). Applies the downgrades only if they suffice."""
+        need_c = gpus * share.cpus - self.fc[i]
+        need_m = gpus * share.mem_gb - self.fm[i] - MEM_EPS
+        if self.fg[i] < gpus:
+            return False
+        if need_c <= 0 and need_m <= 0:
+            return True
+        peers = sorted(
+            (self.held[j] for j in self.on_server[i]),
+            key=lambda h: (len(h.placement), -h.share.cpus, -h.share.mem_gb, h.job.id))
+        chosen: list[tuple[int, Demand]] = []
+        extra: dict[int, tuple[int, float]] = {}  # other servers' free changes so far
+        for h in peers:
+            if h.share.within(self.fair):
+                continue
+            target = fair_capped(h.job, h.share, self.fair)
+            target = Demand(target.share, target.speedup, "peer-downgraded")
+            dc = h.share.cpus - target.share.cpus
+            dm = h.share.mem_gb - target.share.mem_gb
+            ok = True
+            for s, n in h.placement.items():
+                if s == i:
+                    continue
+                oc, om = extra.get(s, (0, 0.0))
+                if self.fc[s] + oc + n * dc < 0 or self.fm[s] + om + n * dm < -MEM_EPS:
+                    ok = False
+            if not ok:
+                continue
+            for s, n in h.placement.items():
+                if s != i:
+                    oc, om = extra.get(s, (0, 0.0))
+                    extra[s] = (oc + n * dc, om + n * dm)
+            n_here = h.placement[i]
+            need_c -= n_here * dc
+            need_m -= n_here * dm
+            chosen.append((h.job.id, target))
+            if need_c <= 0 and need_m <= 0:
+                # Pure frees first: a downgrade that raises memory (a profile too slow at the
+                # lowered point) must come after the frees that make room for it.
+                frees_first = sorted(
+                    chosen, key=lambda t: not t[1].share.within(self.held[t[0]].share))
+                for job_id, dem in frees_first:
+                    self.reshape(job_id, dem)
+                return True
+        return False
+
+    # -- result -------------------------------------------------------------------------
+    def to_plan(self, skipped: dict[int, str], allocator: str, policy: str = "",
+                bound: float | None = None, fallback: str | None = None) -> Plan:
+        allocs = []
+        for h in self.held.values():
+            placement = tuple((self.names[i], n) for i, n in sorted(h.placement.items()))
+            allocs.append(Allocation(h.job.id, h.job.gpus, h.share, placement, h.speedup, h.how))
+        return Plan(tuple(allocs), dict(skipped), allocator, policy, bound, fallback)

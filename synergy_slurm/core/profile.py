@@ -1,0 +1,186 @@
+"""Job profiles: throughput over cores/GPU x memory/GPU, with interpolation and the ideal point.
+
+A profile stores throughput on a grid (rows: cores per GPU, columns: GB per GPU), in any
+unit; the allocators only use ratios against the throughput at the cluster's proportional
+point, so the same profile serves servers with 24 or 48 cores. Between grid points the
+throughput is interpolated bilinearly; outside the grid it is clamped to the edge.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .resources import MEM_EPS, PerGpu
+
+# The paper's grid (SYNERGY.md): cores/GPU x memory/GPU.
+PAPER_CPU_GRID: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 9, 12, 24)
+PAPER_MEM_GRID: tuple[float, ...] = (20.83, 62.5, 125, 187.5, 250)
+IDEAL_TOLERANCE = 1e-9
+
+
+class ProfileError(ValueError):
+    """A profile file or matrix that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Throughput of one kind of job over the cores/GPU x memory/GPU grid."""
+
+    key: str
+    cpu_grid: tuple[float, ...]
+    mem_grid: tuple[float, ...]
+    throughput: tuple[tuple[float, ...], ...]
+    ideal: PerGpu | None = None
+    iter_time_s: float | None = None
+    batch_size: int | None = None
+    task: str = ""
+    _cache: dict[tuple[float, float], float] = field(default_factory=dict, compare=False,
+                                                     repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        cg, mg, tp = self.cpu_grid, self.mem_grid, self.throughput
+        if not cg or not mg:
+            raise ProfileError(f"{self.key}: empty grid")
+        if list(cg) != sorted(set(cg)) or list(mg) != sorted(set(mg)):
+            raise ProfileError(f"{self.key}: grid values must be strictly increasing")
+        if cg[0] <= 0 or mg[0] <= 0:
+            raise ProfileError(f"{self.key}: grid values must be positive")
+        if len(tp) != len(cg) or any(len(row) != len(mg) for row in tp):
+            raise ProfileError(f"{self.key}: throughput must be {len(cg)} x {len(mg)}")
+        for row in tp:
+            for v in row:
+                if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                    raise ProfileError(f"{self.key}: throughput values must be positive numbers")
+        if self.ideal is None:
+            object.__setattr__(self, "ideal", self.cheapest_best_point())
+        elif self.ideal.cpus < 1 or self.ideal.mem_gb <= 0:
+            raise ProfileError(f"{self.key}: ideal point must be positive")
+
+    # -- evaluation ---------------------------------------------------------------------
+    def at(self, cpus_per_gpu: float, mem_gb_per_gpu: float) -> float:
+        """Throughput at a point, bilinear between grid points, clamped outside the grid."""
+        key = (cpus_per_gpu, mem_gb_per_gpu)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        i0, i1, wi = _bracket(self.cpu_grid, cpus_per_gpu)
+        j0, j1, wj = _bracket(self.mem_grid, mem_gb_per_gpu)
+        t = self.throughput
+        val = ((1 - wi) * ((1 - wj) * t[i0][j0] + wj * t[i0][j1])
+               + wi * ((1 - wj) * t[i1][j0] + wj * t[i1][j1]))
+        self._cache[key] = val
+        return val
+
+    def speedup(self, point: PerGpu, fair: PerGpu) -> float:
+        """Throughput at ``point`` relative to the proportional point ``fair``."""
+        return self.at(point.cpus, point.mem_gb) / self.at(fair.cpus, fair.mem_gb)
+
+    @property
+    def best(self) -> float:
+        return max(max(row) for row in self.throughput)
+
+    def cheapest_best_point(self) -> PerGpu:
+        """The grid point reaching the best throughput with the fewest resources.
+
+        "Fewest" ranks cores first, then memory: cores are the scarcer resource on GPU
+        servers (3 per GPU against 62.5 GB in the paper's shape).
+        """
+        best = self.best
+        cands = [(c, m) for i, c in enumerate(self.cpu_grid) for j, m in enumerate(self.mem_grid)
+                 if self.throughput[i][j] >= best * (1 - IDEAL_TOLERANCE)]
+        c, m = min(cands)
+        return PerGpu(math.ceil(c), m)
+
+    # -- construction -------------------------------------------------------------------
+    @staticmethod
+    def from_dict(key: str, data: Mapping[str, Any], cpu_grid: tuple[float, ...],
+                  mem_grid: tuple[float, ...]) -> Profile:
+        """One model entry of a ``model_profiles.json``-shaped file."""
+        try:
+            tp = tuple(tuple(float(v) for v in row) for row in data["throughput"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProfileError(f"{key}: bad or missing 'throughput': {exc}") from exc
+        ideal = None
+        if "ideal_cpu_per_gpu" in data and "ideal_mem_gb_per_gpu" in data:
+            try:
+                ideal = PerGpu(math.ceil(float(data["ideal_cpu_per_gpu"]) - MEM_EPS),
+                               float(data["ideal_mem_gb_per_gpu"]))
+            except (TypeError, ValueError) as exc:
+                raise ProfileError(f"{key}: bad ideal point: {exc}") from exc
+        return Profile(
+            key=key, cpu_grid=cpu_grid, mem_grid=mem_grid, throughput=tp, ideal=ideal,
+            iter_time_s=_opt_float(data.get("iter_time_s_at_proportional")),
+            batch_size=_opt_int(data.get("batch_size")), task=str(data.get("task", "")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        assert self.ideal is not None
+        out: dict[str, Any] = {
+            "task": self.task,
+            "ideal_cpu_per_gpu": float(self.ideal.cpus),
+            "ideal_mem_gb_per_gpu": self.ideal.mem_gb,
+            "throughput": [list(row) for row in self.throughput],
+        }
+        if self.iter_time_s is not None:
+            out["iter_time_s_at_proportional"] = self.iter_time_s
+        if self.batch_size is not None:
+            out["batch_size"] = self.batch_size
+        return out
+
+
+def load_profiles(path: str | Path) -> dict[str, Profile]:
+    """Read every model of a ``model_profiles.json``-shaped file."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ProfileError(f"cannot read profiles from {path}: {exc}") from exc
+    return profiles_from_doc(doc)
+
+
+def profiles_from_doc(doc: Mapping[str, Any]) -> dict[str, Profile]:
+    try:
+        cpu_grid = tuple(float(v) for v in doc["cpu_per_gpu_grid"])
+        mem_grid = tuple(float(v) for v in doc["mem_gb_per_gpu_grid"])
+        models = doc["models"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProfileError(f"not a profiles document: {exc}") from exc
+    if not isinstance(models, Mapping):
+        raise ProfileError("'models' must be an object")
+    return {str(k): Profile.from_dict(str(k), v, cpu_grid, mem_grid) for k, v in models.items()}
+
+
+def profiles_to_doc(profiles: Mapping[str, Profile]) -> dict[str, Any]:
+    """The inverse of :func:`profiles_from_doc`; all profiles must share one grid."""
+    grids = {(p.cpu_grid, p.mem_grid) for p in profiles.values()}
+    if len(grids) > 1:
+        raise ProfileError("profiles on different grids cannot share one document")
+    cpu_grid, mem_grid = grids.pop() if grids else (PAPER_CPU_GRID, PAPER_MEM_GRID)
+    return {"cpu_per_gpu_grid": list(cpu_grid), "mem_gb_per_gpu_grid": list(mem_grid),
+            "models": {k: p.to_dict() for k, p in sorted(profiles.items())}}
+
+
+def _bracket(grid: tuple[float, ...], x: float) -> tuple[int, int, float]:
+    if x <= grid[0]:
+        return 0, 0, 0.0
+    if x >= grid[-1]:
+        n = len(grid) - 1
+        return n, n, 0.0
+    hi = bisect.bisect_left(grid, x)
+    if grid[hi] == x:
+        return hi, hi, 0.0
+    lo = hi - 1
+    return lo, hi, (x - grid[lo]) / (grid[hi] - grid[lo])
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)

@@ -1,0 +1,136 @@
+"""Resources, servers and the cluster a plan is made for.
+
+Cores are whole numbers (Slurm hands out cores, and the reference grid is in whole cores per
+GPU); memory is in GB as a float (Slurm's MB are converted at the adapter). Comparisons of
+memory use a small tolerance so that sums of per-GPU shares such as 8 x 62.5 never fail
+by a rounding error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+MEM_EPS = 1e-6
+
+
+@dataclass(frozen=True, order=True)
+class Resources:
+    """An amount of GPUs, CPU cores and memory (GB)."""
+
+    gpus: int = 0
+    cpus: int = 0
+    mem_gb: float = 0.0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.gpus + other.gpus, self.cpus + other.cpus,
+                         self.mem_gb + other.mem_gb)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.gpus - other.gpus, self.cpus - other.cpus,
+                         self.mem_gb - other.mem_gb)
+
+    def scaled(self, n: int) -> Resources:
+        return Resources(self.gpus * n, self.cpus * n, self.mem_gb * n)
+
+    def fits_in(self, other: Resources) -> bool:
+        """True when every dimension of self is at most other's (memory with tolerance)."""
+        return (self.gpus <= other.gpus and self.cpus <= other.cpus
+                and self.mem_gb <= other.mem_gb + MEM_EPS)
+
+
+@dataclass(frozen=True)
+class Server:
+    """One machine: a name and what it has."""
+
+    name: str
+    capacity: Resources
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """A per-GPU share: cores per GPU and GB per GPU (what Slurm's cpus/mem-per-gpu set)."""
+
+    cpus: int
+    mem_gb: float
+
+    def times(self, gpus: int) -> Resources:
+        return Resources(gpus, self.cpus * gpus, self.mem_gb * gpus)
+
+    def within(self, other: PerGpu) -> bool:
+        return self.cpus <= other.cpus and self.mem_gb <= other.mem_gb + MEM_EPS
+
+    def capped(self, other: PerGpu) -> PerGpu:
+        return PerGpu(min(self.cpus, other.cpus), min(self.mem_gb, other.mem_gb))
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """The servers a plan may use and what is already taken on each.
+
+    ``reserved`` holds, per server name, resources the plan must not touch (jobs synergy
+    does not manage, running jobs that may not be moved). ``fair_share`` is the
+    GPU-proportional share per GPU; by default the smallest per-GPU share of any server, so
+    that a proportional GPU fits on every server.
+    """
+
+    servers: tuple[Server, ...]
+    reserved: tuple[tuple[str, Resources], ...] = ()
+    fair_share: PerGpu | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.servers]
+        if len(set(names)) != len(names):
+            raise ValueError("server names must be unique")
+        if self.fair_share is None:
+            object.__setattr__(self, "fair_share", default_fair_share(self.servers))
+
+    @property
+    def fair(self) -> PerGpu:
+        assert self.fair_share is not None
+        return self.fair_share
+
+    def free(self) -> list[Resources]:
+        """Per server (in order), capacity minus reservations, never negative."""
+        held = dict.fromkeys((s.name for s in self.servers), Resources())
+        for name, res in self.reserved:
+            if name in held:
+                held[name] = held[name] + res
+        out = []
+        for s in self.servers:
+            left = s.capacity - held[s.name]
+            out.append(Resources(max(0, left.gpus), max(0, left.cpus), max(0.0, left.mem_gb)))
+        return out
+
+    @property
+    def total(self) -> Resources:
+        tot = Resources()
+        for s in self.servers:
+            tot = tot + s.capacity
+        return tot
+
+    @property
+    def max_server_gpus(self) -> int:
+        return max((s.capacity.gpus for s in self.servers), default=0)
+
+    @staticmethod
+    def uniform(n: int, gpus: int = 8, cpus: int = 24, mem_gb: float = 500.0,
+                prefix: str = "s") -> ClusterState:
+        """n identical servers named s0..s{n-1}: the paper's default shape."""
+        width = len(str(max(n - 1, 0)))
+        return ClusterState(tuple(Server(f"{prefix}{i:0{width}d}", Resources(gpus, cpus, mem_gb))
+                                  for i in range(n)))
+
+
+def default_fair_share(servers: tuple[Server, ...]) -> PerGpu:
+    """The GPU-proportional share: per-GPU cores (floored) and memory of the tightest server."""
+    shares = [(s.capacity.cpus // s.capacity.gpus, s.capacity.mem_gb / s.capacity.gpus)
+              for s in servers if s.capacity.gpus > 0]
+    if not shares:
+        return PerGpu(0, 0.0)
+    return PerGpu(min(c for c, _ in shares), min(m for _, m in shares))
+
+
+def floor_div(a: float, b: float) -> int:
+    """How many times b fits in a (b > 0), tolerant to memory rounding."""
+    return math.floor((a + MEM_EPS) / b)

@@ -1,0 +1,1 @@
+"""Trace-driven simulation of Synergy's rounds, driving the pure core."""

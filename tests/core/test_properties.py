@@ -1,0 +1,94 @@
+"""Properties every allocator must keep, over random clusters, job mixes and profiles."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from synergy_slurm.core import ALLOCATOR_NAMES, get_allocator, get_policy, make_plan
+
+from .strategies import clusters, job_mixes
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+FLOOR = 1 - 1e-9
+
+
+def check_capacity(plan, cluster):
+    free = dict(zip((s.name for s in cluster.servers), cluster.free(), strict=True))
+    for name, cap in free.items():
+        used = plan.used_on(name)
+        assert used.gpus <= cap.gpus, (name, used, cap)
+        assert used.cpus <= cap.cpus, (name, used, cap)
+        assert used.mem_gb <= cap.mem_gb + 2e-6, (name, used, cap)
+
+
+@pytest.mark.parametrize("allocator", ALLOCATOR_NAMES)
+@SETTINGS
+@given(cluster=clusters(reserved=True), jobs=job_mixes(),
+       policy=st.sampled_from(["fifo", "srtf", "las", "ftf"]))
+def test_plan_is_feasible_and_complete(allocator, cluster, jobs, policy):
+    plan = make_plan(jobs, cluster, get_policy(policy), get_allocator(allocator), now=1e4)
+    check_capacity(plan, cluster)
+    by_id = {j.id: j for j in jobs}
+    for a in plan.allocations:
+        job = by_id[a.job_id]
+        assert a.gpus == job.gpus
+        assert sum(n for _, n in a.placement) == job.gpus
+        assert all(n > 0 for _, n in a.placement)
+        assert a.share.cpus >= 1 and a.share.mem_gb > 0
+        # The recorded speedup is the profile's, at the share the job really gets.
+        if job.profile is not None:
+            assert a.speedup == pytest.approx(job.profile.speedup(a.share, cluster.fair))
+        else:
+            assert a.share == cluster.fair and a.speedup == 1.0
+    placed = {a.job_id for a in plan.allocations}
+    assert len(placed) == len(plan.allocations)
+    assert placed | set(plan.skipped) == set(by_id)
+    assert not placed & set(plan.skipped)
+
+
+@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "opt", "greedy", "proportional"])
+@SETTINGS
+@given(cluster=clusters(reserved=True), jobs=job_mixes())
+def test_no_admitted_job_below_proportional(allocator, cluster, jobs):
+    plan = make_plan(jobs, cluster, get_policy("fifo"), get_allocator(allocator), now=0)
+    for a in plan.allocations:
+        if allocator == "greedy" and a.how not in ("ideal", "capped"):
+            continue
+        assert a.speedup >= FLOOR, a
+
+
+@pytest.mark.parametrize("allocator", ALLOCATOR_NAMES)
+@settings(max_examples=60, deadline=None)
+@given(cluster=clusters(reserved=True), jobs=job_mixes())
+def test_plans_are_deterministic(allocator, cluster, jobs):
+    policy = get_policy("las")
+    a = make_plan(jobs, cluster, policy, get_allocator(allocator), now=5.0)
+    b = make_plan(list(jobs), cluster, policy, get_allocator(allocator), now=5.0)
+    assert a == b
+
+
+@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "opt"])
+@SETTINGS
+@given(cluster=clusters(), jobs=job_mixes())
+def test_tune_places_every_job_the_gpus_admit(allocator, cluster, jobs):
+    """Peer downgrade means an admitted job never fails for lack of cores or memory."""
+    plan = make_plan(jobs, cluster, get_policy("fifo"), get_allocator(allocator), now=0)
+    for job_id, reason in plan.skipped.items():
+        assert reason.startswith("needs "), (job_id, reason)
+
+
+@SETTINGS
+@given(cluster=clusters(), jobs=job_mixes())
+def test_opt_bound_above_every_plan(cluster, jobs):
+    policy = get_policy("fifo")
+    opt = make_plan(jobs, cluster, policy, get_allocator("opt", time_limit_s=10), now=0)
+    assert opt.fallback is None
+    assert opt.bound is not None
+    for name in ("tune-ref", "tune", "proportional"):
+        other = make_plan(jobs, cluster, policy, get_allocator(name), now=0)
+        assert {a.job_id for a in other.allocations} == {a.job_id for a in opt.allocations}
+        assert opt.bound >= other.total_speedup - 1e-6, name
+    assert opt.bound >= opt.total_speedup - 1e-6
