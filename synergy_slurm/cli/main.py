@@ -7,6 +7,7 @@ import logging
 import click
 
 from .plan_cmd import plan_cmd
+from .simulate_cmd import simulate_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -24,3 +25,4 @@ def main(verbose: int) -> None:
 
 
 main.add_command(plan_cmd)
+main.add_command(simulate_cmd)

@@ -1,0 +1,198 @@
+"""``synergy simulate``: replay or generate a trace and compare schedulers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState, ProfileError, load_profiles
+from ..sim.engine import SimConfig
+from ..sim.metrics import summary_row
+from ..sim.report import write_results
+from ..sim.runner import Run, Workload, plan_runs, run_all
+from ..sim.trace import TraceError, read_trace, write_trace
+from .options import csv_list, default_profiles_path
+
+COLUMNS = ("policy", "allocator", "load", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h",
+           "p999_jct_h", "makespan_h", "wall_s")
+
+
+def _numbers(value: str, what: str) -> list[float]:
+    try:
+        return [float(x) for x in csv_list(value, what=what)]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+
+
+@click.command("simulate")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Replay a recorded trace: headerless CSV job_id,model,arrival,iterations,gpus.")
+@click.option("--generate", type=click.Choice(["philly"]),
+              help="Generate a Philly-derived trace instead of replaying one.")
+@click.option("--jobs-per-hour", "loads", default="9", show_default=True,
+              help="With --generate: comma-separated arrival rates, one run set per load.")
+@click.option("--split", default="20,70,10", show_default=True,
+              help="With --generate: image,language,speech percentages.")
+@click.option("--multi-gpu", is_flag=True,
+              help="With --generate: GPU counts from {1,2,4,8,16} "
+              "(weights 70/10/10/7/3 %) instead of single-GPU jobs.")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="With --generate: the trace's seed (same trace for every scheduler).")
+@click.option("--jobs", "count", default=None, type=click.IntRange(1),
+              help="With --generate: jobs in the trace. Arrivals stop after them, so every "
+              "run ends even where a policy starves jobs under overload. "
+              "Default: the window's last id + 1001.")
+@click.option("--window", default=None, metavar="FIRST,LAST",
+              help="Job ids the statistics cover. Default: 4000,4999 for generated traces, "
+              "all jobs for replays.")
+@click.option("--servers", default=16, show_default=True, type=click.IntRange(1, 100000))
+@click.option("--gpus-per-server", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--cpus-per-server", default=24, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--mem-per-server", default=500.0, show_default=True,
+              type=click.FloatRange(1, 1e7), help="GB per server.")
+@click.option("--policy", "policies", default="fifo", show_default=True,
+              help=f"Comma-separated base policies: {', '.join(POLICIES)}.")
+@click.option("--allocator", "allocators", default="proportional,tune", show_default=True,
+              help=f"Comma-separated allocators: {', '.join(ALLOCATOR_NAMES)}.")
+@click.option("--profiles", "profiles_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Profiles JSON (model_profiles.json shape). "
+              "Default: $SYNERGY_PROFILES or the reference profiles.")
+@click.option("--static", is_flag=True, help="All jobs arrive at t=0 (makespan experiments).")
+@click.option("--round-seconds", default=300.0, show_default=True,
+              type=click.FloatRange(1, 86400, min_open=False))
+@click.option("--restart-cost", default=0.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds lost by a job each time its allocation changes or it restarts.")
+@click.option("--reference-speedups", is_flag=True,
+              help="Run a job at its ideal speedup only at its ideal share and at 1.0 "
+              "otherwise, as the reference simulator does.")
+@click.option("--opt-time-limit", default=1.5, show_default=True, type=click.FloatRange(0.01),
+              help="Seconds HiGHS may spend per round with --allocator opt.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Simulations run in parallel processes.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write jobs.csv, summary.json and PNG plots here.")
+@click.option("--record-trace", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the generated trace (every job that arrived) as CSV.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress on stderr (default: when stderr is a terminal).")
+def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, window, servers,
+                 gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
+                 profiles_path, static, round_seconds, restart_cost, reference_speedups,
+                 opt_time_limit, workers, fmt, out, record_trace, progress) -> None:
+    """Simulate Synergy's rounds over a trace and compare schedulers.
+
+    Every policy x allocator (x load) combination runs over the same trace through the
+    same scheduling core the controller uses. Examples:
+
+    \b
+      synergy simulate --trace static_100job.csv --servers 4 --static \\
+          --allocator proportional,greedy,tune-ref --reference-speedups
+      synergy simulate --generate philly --jobs-per-hour 4,6,8,10 \\
+          --policy fifo,srtf,las,ftf --allocator proportional,tune --out results/
+    """
+    if bool(trace_path) == bool(generate):
+        raise click.UsageError("give exactly one of --trace CSV or --generate philly")
+    pols = csv_list(policies, tuple(POLICIES), "policy")
+    allocs = csv_list(allocators, ALLOCATOR_NAMES, "allocator")
+    path = profiles_path or default_profiles_path()
+    if path is None:
+        raise click.UsageError("no profiles: pass --profiles FILE or set SYNERGY_PROFILES")
+    try:
+        profiles = load_profiles(path)
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+    win = None
+    if window is not None:
+        nums = _numbers(window, "job id")
+        if len(nums) != 2 or nums[0] > nums[1] or nums[0] < 0:
+            raise click.BadParameter("expected FIRST,LAST with FIRST <= LAST",
+                                     param_hint="--window")
+        win = (int(nums[0]), int(nums[1]))
+    if trace_path:
+        try:
+            workload = Workload(jobs=tuple(read_trace(trace_path, profiles)), static=static)
+        except TraceError as exc:
+            raise click.ClickException(str(exc)) from None
+        load_list: list[float | None] = [None]
+    else:
+        mix = _numbers(split, "percentage")
+        if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
+            raise click.BadParameter("give three non-negative percentages", param_hint="--split")
+        load_list = list(_numbers(loads, "load"))
+        if min(load_list) <= 0:
+            raise click.BadParameter("loads must be positive", param_hint="--jobs-per-hour")
+        win = win or (4000, 4999)
+        count = count or win[1] + 1001
+        if count <= win[1]:
+            raise click.BadParameter("the trace must reach the window's last job",
+                                     param_hint="--jobs")
+        workload = Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
+                            static=static, count=count)
+    cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server, mem_per_server)
+    if any(g > cluster.total.gpus for g in _gpu_counts(workload)):
+        raise click.ClickException("the trace has jobs larger than the cluster")
+    try:
+        base = SimConfig(cluster, round_s=round_seconds, restart_cost_s=restart_cost,
+                         reference_speedups=reference_speedups, window=win,
+                         opt_time_limit_s=opt_time_limit)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    runs = plan_runs(pols, allocs, load_list)
+    show = sys.stderr.isatty() if progress is None else progress
+    counter = itertools.count(1)
+
+    def done(run: Run, res) -> None:
+        if show:
+            n = next(counter)
+            load = "" if run.load is None else f" at {run.load:g} jobs/h"
+            click.echo(f"[{n}/{len(runs)}] {run.policy}+{run.allocator}{load}: "
+                       f"{res.rounds} rounds in {res.wall_s:.1f} s", err=True)
+
+    results = run_all(runs, workload, profiles, base, workers=workers, done=done)
+    rows = [summary_row(res, run.load) for run, res in results]
+    if out is not None:
+        for p in write_results(out, [(res, run.load) for run, res in results]):
+            click.echo(f"wrote {p}", err=True)
+    if record_trace is not None:
+        if workload.jobs is not None:
+            jobs = list(workload.stream(profiles, None))
+        else:
+            jobs = list(workload.stream(profiles, load_list[0]))
+        write_trace(record_trace, jobs)
+        click.echo(f"wrote {record_trace} ({len(jobs)} jobs)", err=True)
+    _print(rows, fmt)
+
+
+def _gpu_counts(workload: Workload) -> list[int]:
+    return [j.gpus for j in workload.jobs] if workload.jobs is not None else \
+        ([16] if workload.multi_gpu else [1])
+
+
+def _print(rows: list[dict], fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps([{k: r[k] for k in COLUMNS} for r in rows]))
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+        click.echo(buf.getvalue(), nl=False)
+        return
+    head = f"{'policy':<6} {'allocator':<13} {'load':>5} {'jobs':>5} {'mean h':>8} " \
+           f"{'p50 h':>8} {'p99 h':>8} {'p99.9 h':>8} {'makespan h':>10} {'wall s':>7}"
+    click.echo(head)
+    for r in rows:
+        load = "-" if r["load"] is None else f"{r['load']:g}"
+        cells = [r[k] for k in ("mean_jct_h", "p50_jct_h", "p99_jct_h", "p999_jct_h")]
+        click.echo(f"{r['policy']:<6} {r['allocator']:<13} {load:>5} {r['jobs']:>5} "
+                   + " ".join(f"{c:8.2f}" if c is not None else f"{'-':>8}" for c in cells)
+                   + f" {r['makespan_h']:10.2f} {r['wall_s']:7.1f}")

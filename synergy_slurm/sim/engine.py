@@ -1,0 +1,198 @@
+"""The round loop: a plan per round from the shared core, progress credited per round.
+
+Semantics (SYNERGY.md, "Rounds"): every ``round_s`` seconds the plan is made afresh from all
+runnable jobs. A job in the plan runs the whole round and is credited
+floor(available time / effective iteration time) iterations; it completes at the end of
+the round in which its iterations run out. A job whose GPUs, cores, memory and servers are
+unchanged keeps running (lease extension); any other change, or a start after waiting,
+costs ``restart_cost_s`` of the round (0 by default, as in the paper).
+
+The engine has no scheduling logic of its own: the order and the shares come from
+``synergy_slurm.core``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..core import ClusterState, JobSpec, PerGpu, Profile, get_allocator, get_policy
+from ..core.plan import Allocation
+from .trace import TraceJob
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    cluster: ClusterState
+    policy: str = "fifo"
+    allocator: str = "tune"
+    round_s: float = 300.0
+    restart_cost_s: float = 0.0
+    reference_speedups: bool = False
+    window: tuple[int, int] | None = None
+    opt_time_limit_s: float = 1.5
+
+    def __post_init__(self) -> None:
+        if self.round_s <= 0:
+            raise ValueError("round length must be positive")
+        if not 0 <= self.restart_cost_s <= self.round_s:
+            raise ValueError("restart cost must be between 0 and the round length")
+
+
+@dataclass
+class _Job:
+    trace: TraceJob
+    profile: Profile
+    iter_s: float          # seconds per iteration where the profile's throughput is 1.0
+    prop_tput: float       # the profile's throughput at the cluster's proportional share
+    done: int = 0
+    attained_s: float = 0.0
+    start: float | None = None
+    finish: float | None = None
+    shape: tuple | None = None
+    restarts: int = 0
+
+    def spec(self) -> JobSpec:
+        it = self.iter_s / self.prop_tput
+        total = self.trace.iterations
+        return JobSpec(self.trace.job_id, self.trace.gpus, submitted=self.trace.arrival,
+                       duration_s=total * it, remaining_s=(total - self.done) * it,
+                       attained_s=self.attained_s, profile=self.profile,
+                       profile_key=self.trace.model)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job_id: int
+    model: str
+    gpus: int
+    arrival: float
+    start: float | None
+    finish: float | None
+    restarts: int
+
+    @property
+    def jct_s(self) -> float | None:
+        return None if self.finish is None else self.finish - self.arrival
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    jobs: list[JobResult]
+    rounds: int
+    end_s: float
+    wall_s: float
+    # (time, GPU, CPU, memory) fraction of the cluster allocated, one row per round.
+    utilisation: list[tuple[float, float, float, float]] = field(default_factory=list)
+
+    @property
+    def makespan_s(self) -> float:
+        done = [j.finish for j in self.jobs if j.finish is not None]
+        first = min((j.arrival for j in self.jobs), default=0.0)
+        return (max(done) - first) if done else 0.0
+
+
+def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config: SimConfig,
+             on_round: Callable[[float, int], None] | None = None,
+             max_rounds: int = 10_000_000) -> SimResult:
+    """Run the trace (sorted by arrival; may be endless when a window is given) to the end:
+    every job finished, or every job of the window finished."""
+    started = time.perf_counter()
+    policy = get_policy(config.policy)
+    opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
+    allocator = get_allocator(config.allocator, **opts)
+    cluster = config.cluster
+    fair = cluster.fair
+    total = cluster.total
+    arrivals = iter(trace)
+    upcoming = next(arrivals, None)
+    if upcoming is None:
+        raise ValueError("empty trace")
+    rnd = config.round_s
+    now = math.ceil(upcoming.arrival / rnd) * rnd
+    active: dict[int, _Job] = {}
+    seen: list[_Job] = []
+    window_left = None
+    if config.window is not None:
+        window_left = config.window[1] - config.window[0] + 1
+    rounds = 0
+    util: list[tuple[float, float, float, float]] = []
+    while rounds < max_rounds:
+        while upcoming is not None and upcoming.arrival <= now:
+            prof = profiles[upcoming.model]
+            job = _Job(upcoming, prof, iter_seconds(prof), prof.at(fair.cpus, fair.mem_gb))
+            active[upcoming.job_id] = job
+            seen.append(job)
+            last = upcoming.arrival
+            upcoming = next(arrivals, None)
+            if upcoming is not None and upcoming.arrival < last:
+                raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
+        if window_left == 0 or (not active and upcoming is None):
+            break
+        if not active:
+            assert upcoming is not None
+            now = max(now + rnd, math.ceil(upcoming.arrival / rnd) * rnd)
+            continue
+        plan = allocator.allocate(policy.order([j.spec() for j in active.values()], now),
+                                  cluster)
+        used_g = used_c = 0
+        used_m = 0.0
+        running: set[int] = set()
+        for alloc in plan.allocations:
+            job = active[alloc.job_id]
+            running.add(alloc.job_id)
+            used_g += alloc.gpus
+            used_c += alloc.share.cpus * alloc.gpus
+            used_m += alloc.share.mem_gb * alloc.gpus
+            shape = (alloc.share, alloc.placement)
+            avail = rnd
+            if shape != job.shape:
+                if job.shape is not None or job.start is not None:
+                    job.restarts += 1
+                avail -= config.restart_cost_s
+            job.shape = shape
+            if job.start is None:
+                job.start = now
+            eff = effective_iter_s(job, alloc, fair, config.reference_speedups)
+            job.done += math.floor(avail / eff) if avail > 0 else 0
+            job.attained_s += rnd
+            if job.done >= job.trace.iterations:
+                job.finish = now + rnd
+                del active[alloc.job_id]
+                if config.window and config.window[0] <= job.trace.job_id <= config.window[1]:
+                    assert window_left is not None
+                    window_left -= 1
+        for job_id, job in active.items():
+            if job_id not in running:
+                job.shape = None
+        util.append((now, used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb))
+        rounds += 1
+        now += rnd
+        if on_round is not None:
+            on_round(now, len(seen) - len(active))
+    results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
+                         j.finish, j.restarts) for j in seen]
+    return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
+
+
+def iter_seconds(profile: Profile) -> float:
+    """Seconds per iteration where the profile's throughput is 1.0 (the reference
+    profiles' proportional point); 1 s when the profile does not say."""
+    return profile.iter_time_s if profile.iter_time_s else 1.0
+
+
+def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool) -> float:
+    """Seconds per iteration with the allocated share.
+
+    ``reference``: the reference simulator's rule, where a job runs at its ideal speedup
+    when it got at least its ideal share and at 1.0 (proportional) otherwise.
+    """
+    prop_iter = job.iter_s / job.prop_tput
+    if reference:
+        ideal = job.profile.ideal
+        at_ideal = alloc.how == "ideal" or (ideal is not None and ideal.within(alloc.share))
+        return prop_iter / (alloc.speedup if at_ideal else 1.0)
+    return prop_iter / alloc.speedup
