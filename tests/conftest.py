@@ -29,3 +29,37 @@ def paper_profiles(reference_dir: Path):
     from synergy_slurm.core import load_profiles
 
     return load_profiles(reference_dir / "model_profiles.json")
+
+
+# -- the real Slurm cluster ----------------------------------------------------------------
+TEST_CLUSTER_DIR = Path(os.environ.get("SYNERGY_TEST_CLUSTER_DIR", "/tmp/synergy-test-cluster"))
+TEST_CLUSTER_PORT = int(os.environ.get("SYNERGY_TEST_CLUSTER_PORT", "16917"))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(request):
+    """A 4-node dev cluster (32 fake GPUs) for the whole session, started with the same
+    code as ``synergy dev-cluster up`` (installing Slurm if needed) and stopped at the end.
+    Set SYNERGY_SKIP_SLURM=1 to skip the tests that need it on a machine without root."""
+    if os.environ.get("SYNERGY_SKIP_SLURM") == "1":
+        pytest.skip("SYNERGY_SKIP_SLURM=1")
+    from synergy_slurm.cli.devcluster_cmd import spec_of
+    from synergy_slurm.slurm import devcluster
+
+    spec = spec_of(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=False)
+    devcluster.down(spec)  # a clean cluster: leftovers of an interrupted run go
+    seconds = devcluster.up(spec, install=True, timeout_s=90)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    msg = f"dev cluster: 4 nodes idle {seconds:.2f} s after start ({spec.state_dir})"
+    if reporter is not None:
+        reporter.write_line(msg)
+    print(msg)
+    yield spec
+    devcluster.down(spec)
+
+
+@pytest.fixture
+def slurm_cli(slurm_cluster):
+    from synergy_slurm.slurm.commands import SlurmCLI
+
+    return SlurmCLI(slurm_conf=str(slurm_cluster.conf_path), timeout_s=30)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -147,16 +146,33 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)
     show = sys.stderr.isatty() if progress is None else progress
-    counter = itertools.count(1)
+    per_run = len(workload.jobs) if workload.jobs is not None else workload.count
+    bar = click.progressbar(length=per_run * len(runs), label="simulating", file=sys.stderr,
+                            show_pos=False, show_percent=True, show_eta=True,
+                            item_show_func=lambda x: x) if show else None
+    state = {"base": 0, "last": 0}
+
+    def on_round(now: float, finished: int) -> None:
+        if bar is not None and finished != state["last"]:
+            bar.update(finished - state["last"], f"t={now / 3600:.0f} h")
+            state["last"] = finished
 
     def done(run: Run, res) -> None:
-        if show:
-            n = next(counter)
-            load = "" if run.load is None else f" at {run.load:g} jobs/h"
-            click.echo(f"[{n}/{len(runs)}] {run.policy}+{run.allocator}{load}: "
-                       f"{res.rounds} rounds in {res.wall_s:.1f} s", err=True)
+        if bar is None:
+            return
+        state["base"] += per_run
+        bar.update(state["base"] - bar.pos, f"{run.policy}+{run.allocator}"
+                   + ("" if run.load is None else f" @{run.load:g}/h"))
+        state["last"] = 0
 
-    results = run_all(runs, workload, profiles, base, workers=workers, done=done)
+    if bar is not None:
+        bar.__enter__()
+    try:
+        results = run_all(runs, workload, profiles, base, workers=workers, done=done,
+                          on_round=on_round if workers == 1 else None)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
     rows = [summary_row(res, run.load) for run, res in results]
     if out is not None:
         for p in write_results(out, [(res, run.load) for run, res in results]):

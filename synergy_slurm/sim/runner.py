@@ -47,20 +47,23 @@ def plan_runs(policies: Sequence[str], allocators: Sequence[str],
     return [Run(p, a, lo) for lo, p, a in itertools.product(loads, policies, allocators)]
 
 
-def _one(run: Run, workload: Workload, profiles: Mapping[str, Profile],
-         base: SimConfig) -> tuple[Run, SimResult]:
+def _one(run: Run, workload: Workload, profiles: Mapping[str, Profile], base: SimConfig,
+         on_round: Callable[[float, int], None] | None = None) -> tuple[Run, SimResult]:
     cfg = replace(base, policy=run.policy, allocator=run.allocator)
-    return run, simulate(workload.stream(profiles, run.load), profiles, cfg)
+    return run, simulate(workload.stream(profiles, run.load), profiles, cfg, on_round=on_round)
 
 
 def run_all(runs: Sequence[Run], workload: Workload, profiles: Mapping[str, Profile],
             base: SimConfig, workers: int = 1,
-            done: Callable[[Run, SimResult], None] | None = None) -> list[tuple[Run, SimResult]]:
-    """Every run over the same workload; results in the order of ``runs``."""
+            done: Callable[[Run, SimResult], None] | None = None,
+            on_round: Callable[[float, int], None] | None = None,
+            ) -> list[tuple[Run, SimResult]]:
+    """Every run over the same workload; results in the order of ``runs``. ``on_round``
+    (time, jobs finished) is called after each round when runs are sequential."""
     results: dict[Run, SimResult] = {}
     if workers <= 1 or len(runs) <= 1:
         for run in runs:
-            _, res = _one(run, workload, profiles, base)
+            _, res = _one(run, workload, profiles, base, on_round)
             results[run] = res
             if done:
                 done(run, res)

@@ -1,0 +1,100 @@
+"""``synergy dev-cluster``: a local 4-node Slurm with fake GPUs, for tests and trials."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import click
+
+from ..slurm import devcluster
+from ..slurm.devconf import DevClusterSpec
+
+DIR_OPTION = click.option(
+    "--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
+    default=devcluster.DEFAULT_DIR, show_default=True,
+    help="State directory: config, spool, logs, munge key and socket, pid files.")
+PORT_OPTION = click.option("--port", default=16817, show_default=True,
+                           type=click.IntRange(1024, 65000),
+                           help="slurmctld's port; slurmd n1..nN use 17001.. (port + 184 + i).")
+
+
+def spec_of(state_dir: Path, nodes: int = 4, port: int = 16817, hook: bool = False
+            ) -> DevClusterSpec:
+    host = socket.gethostname().split(".")[0] or "localhost"
+    return DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=port,
+                          node_port_base=port + 184, hostname=host, hook=hook)
+
+
+@click.group("dev-cluster")
+def dev_cluster() -> None:
+    """A real Slurm cluster on this machine: slurmctld, N slurmd with 8 fake GPUs,
+    24 cores and 500 GB each, GPU-proportional partition defaults (DefCpuPerGPU=3,
+    DefMemPerGPU=62500), its own munged. Needs root (slurmd runs jobs as their users).
+    Installs slurmctld, slurmd, slurm-client and munge from Debian when missing."""
+
+
+@dev_cluster.command("up")
+@DIR_OPTION
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
+@PORT_OPTION
+@click.option("--hook", is_flag=True, help="Install job_submit_hook/job_submit.lua "
+              "(JobSubmitPlugins=lua).")
+@click.option("--no-install", is_flag=True, help="Fail instead of installing packages.")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds to wait for all nodes to be idle.")
+def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, no_install: bool,
+           timeout: float) -> None:
+    """Start the cluster (or report the one already running there).
+
+    The last line printed is ``export SLURM_CONF=...``: eval it to use the cluster.
+    """
+    spec = spec_of(state_dir, nodes, port, hook)
+    try:
+        seconds = devcluster.up(spec, install=not no_install, timeout_s=timeout)
+    except devcluster.DevClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{nodes} nodes idle after {seconds:.2f} s "
+               f"({nodes * 8} GPUs); state in {spec.state_dir}", err=True)
+    click.echo(f"export SLURM_CONF={spec.conf_path}")
+
+
+@dev_cluster.command("status")
+@DIR_OPTION
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def status_cmd(state_dir: Path, fmt: str) -> None:
+    """Which of the cluster's daemons run, and the nodes' states."""
+    spec = spec_of(state_dir)
+    conf = spec.conf_path
+    if conf.exists():
+        nodes = sum(1 for line in conf.read_text().splitlines() if line.startswith("NodeName="))
+        spec = spec_of(state_dir, max(nodes, 1))
+    info = devcluster.status(spec)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=1))
+    else:
+        click.echo(f"state dir: {info['state_dir']}  running: {info['running']}")
+        for name, pid in info["processes"].items():
+            click.echo(f"  {name:<12} {pid if pid else 'not running'}")
+        for n in info["nodes"]:
+            click.echo(f"  node {n['name']}: {n['state']}")
+    if not info["running"]:
+        raise SystemExit(3)
+
+
+@dev_cluster.command("down")
+@DIR_OPTION
+def down_cmd(state_dir: Path) -> None:
+    """Cancel all jobs, stop the daemons this cluster started (by pid) and remove its
+    state directory."""
+    spec = spec_of(state_dir)
+    conf = spec.conf_path
+    if conf.exists():
+        nodes = sum(1 for line in conf.read_text().splitlines() if line.startswith("NodeName="))
+        spec = spec_of(state_dir, max(nodes, 1))
+    try:
+        ended = devcluster.down(spec)
+    except devcluster.DevClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo("stopped: " + (", ".join(ended) if ended else "nothing was running"), err=True)

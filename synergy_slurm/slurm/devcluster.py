@@ -1,0 +1,327 @@
+"""A real Slurm cluster on this one machine, for tests and for trying synergy-slurm.
+
+``up`` installs Slurm and munge from Debian's packages when they are missing, writes the
+config (``devconf``), starts a private munged (own key, own socket), slurmctld and one
+slurmd per node (``slurmd -N``), and waits until every node is idle. Everything lives under
+one state directory; nothing touches a system Slurm or munge. ``down`` cancels the jobs,
+ends only the processes whose pid files it wrote (after checking that each pid still runs
+our command) and removes the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .devconf import DevClusterSpec, write_config
+
+log = logging.getLogger(__name__)
+
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+BINARIES = ("slurmctld", "slurmd", "munged", "sinfo", "squeue", "sbatch", "scontrol", "scancel")
+DEFAULT_DIR = Path("/tmp/synergy-dev-cluster")
+
+
+class DevClusterError(RuntimeError):
+    """The cluster could not be started, stopped or read; the message says why."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str
+
+
+def env_for(spec: DevClusterSpec) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SLURM_CONF"] = str(spec.conf_path)
+    return env
+
+
+# -- install -----------------------------------------------------------------------------
+def missing_binaries() -> list[str]:
+    return [b for b in BINARIES if _which(b) is None]
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+def ensure_installed(install: bool = True) -> None:
+    missing = missing_binaries()
+    if not missing:
+        return
+    if not install:
+        raise DevClusterError(f"missing {', '.join(missing)}: install "
+                              f"{' '.join(PACKAGES)} (Debian) or run without --no-install")
+    if os.geteuid() != 0 or _which("apt-get") is None:
+        raise DevClusterError(f"missing {', '.join(missing)}; installing needs root and apt-get: "
+                              f"apt-get install {' '.join(PACKAGES)}")
+    log.warning("installing %s from Debian's packages", " ".join(PACKAGES))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run(["apt-get", "update", "-qq"], env=env, timeout=300)
+    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES], env=env,
+         timeout=600)
+    # Debian starts the system munged/slurm services where systemd runs; ours are private,
+    # but a system slurmctld on the default ports would be confusing, so leave theirs alone.
+    still = missing_binaries()
+    if still:
+        raise DevClusterError(f"still missing after install: {', '.join(still)}")
+
+
+# -- start -------------------------------------------------------------------------------
+def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> float:
+    """Start the cluster (or find it running) and return seconds until all nodes were idle."""
+    if os.geteuid() != 0:
+        raise DevClusterError("the dev cluster runs slurmd as root: run as root")
+    ensure_installed(install)
+    t0 = time.monotonic()
+    if is_running(spec):
+        log.info("dev cluster already running in %s", spec.state_dir)
+        wait_idle(spec, timeout_s)
+        return time.monotonic() - t0
+    busy = [p for p in spec.ports() if not _port_free(p)]
+    if busy:
+        raise DevClusterError(
+            f"port(s) {', '.join(map(str, busy))} already in use (another Slurm or an old dev "
+            f"cluster?); stop it, or choose others with --port")
+    if spec.state_dir.exists() and any(spec.state_dir.iterdir()):
+        _stop_processes(spec)   # leftovers of a cluster that died: ours by pid file only
+        shutil.rmtree(spec.state_dir)
+    for sub in ("etc", "spool/ctld", "run", "log", "munge"):
+        (spec.state_dir / sub).mkdir(parents=True, exist_ok=True)
+    spec.state_dir.chmod(0o755)
+    for name in spec.node_names:
+        (spec.state_dir / "spool" / name).mkdir(parents=True, exist_ok=True)
+    write_config(spec)
+    if spec.hook:
+        _install_hook(spec)
+    _start_munge(spec)
+    env = env_for(spec)
+    _run([_bin("slurmctld"), "-f", str(spec.conf_path)], env=env, timeout=30)
+    for name in spec.node_names:
+        _run([_bin("slurmd"), "-N", name, "-f", str(spec.conf_path)], env=env, timeout=30)
+    try:
+        wait_idle(spec, timeout_s)
+    except DevClusterError:
+        tail = _tail(spec.state_dir / "log" / "slurmctld.log", 15)
+        raise DevClusterError(f"nodes did not become idle within {timeout_s:.0f} s; "
+                              f"slurmctld.log ends:\n{tail}") from None
+    return time.monotonic() - t0
+
+
+def _install_hook(spec: DevClusterSpec) -> None:
+    """Copy the project's job_submit.lua beside slurm.conf (where job_submit/lua looks)."""
+    src = Path(__file__).resolve().parents[2] / "job_submit_hook" / "job_submit.lua"
+    if not src.exists():
+        raise DevClusterError(f"--hook: {src} not found")
+    shutil.copyfile(src, spec.etc / "job_submit.lua")
+
+
+def _start_munge(spec: DevClusterSpec) -> None:
+    mdir = spec.munge_socket.parent
+    key = mdir / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    try:
+        pw = pwd.getpwnam("munge")
+        uid, gid = pw.pw_uid, pw.pw_gid
+    except KeyError:
+        uid = gid = 0
+    os.chown(mdir, uid, gid)
+    os.chown(key, uid, gid)
+    key.chmod(0o400)
+    mdir.chmod(0o755)
+    cmd = [_bin("munged"), f"--socket={spec.munge_socket}", f"--key-file={key}",
+           f"--pid-file={mdir / 'munged.pid'}", f"--log-file={mdir / 'munged.log'}",
+           f"--seed-file={mdir / 'munged.seed'}"]
+    if uid != 0:
+        cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *cmd]
+    else:
+        cmd.append("--force")
+    _run(cmd, timeout=30)
+    deadline = time.monotonic() + 10
+    while not spec.munge_socket.exists():
+        if time.monotonic() > deadline:
+            raise DevClusterError("munged did not create its socket; see "
+                                  f"{mdir / 'munged.log'}:\n{_tail(mdir / 'munged.log', 5)}")
+        time.sleep(0.05)
+
+
+def wait_idle(spec: DevClusterSpec, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    last: list[NodeState] = []
+    while time.monotonic() < deadline:
+        with contextlib.suppress(DevClusterError):
+            last = node_states(spec)
+            if len(last) == spec.nodes and all(n.state.startswith("idle") for n in last):
+                return
+        time.sleep(0.2)
+    raise DevClusterError(f"nodes not idle: {[(n.name, n.state) for n in last]}")
+
+
+def node_states(spec: DevClusterSpec) -> list[NodeState]:
+    out = _run([_bin("sinfo"), "-h", "-N", "-o", "%N %t"], env=env_for(spec), timeout=10)
+    states = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states.append(NodeState(parts[0], parts[1]))
+    return states
+
+
+# -- status ------------------------------------------------------------------------------
+def pid_files(spec: DevClusterSpec) -> dict[str, Path]:
+    run = spec.state_dir / "run"
+    files = {"munged": spec.munge_socket.parent / "munged.pid",
+             "slurmctld": run / "slurmctld.pid"}
+    for name in spec.node_names:
+        files[f"slurmd-{name}"] = run / f"slurmd-{name}.pid"
+    return files
+
+
+def _our_pid(path: Path, spec: DevClusterSpec) -> int | None:
+    """The pid in ``path`` if that process is alive and runs with our state directory."""
+    try:
+        pid = int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    marker = str(spec.state_dir)
+    if marker in cmd:
+        return pid
+    # slurmctld/slurmd started with -f <conf> carry the path; a daemon that re-executed may
+    # not, so also accept the daemon's binary name for a pid file inside our directory.
+    if any(b in cmd for b in ("slurmctld", "slurmd", "munged")) and path.is_relative_to(marker):
+        return pid
+    return None
+
+
+def is_running(spec: DevClusterSpec) -> bool:
+    files = pid_files(spec)
+    return bool(files) and all(_our_pid(p, spec) is not None for p in files.values())
+
+
+def status(spec: DevClusterSpec) -> dict:
+    procs = {name: _our_pid(path, spec) for name, path in pid_files(spec).items()}
+    info: dict = {"state_dir": str(spec.state_dir), "slurm_conf": str(spec.conf_path),
+                  "processes": procs, "running": all(procs.values()), "nodes": []}
+    if info["running"]:
+        with contextlib.suppress(DevClusterError):
+            info["nodes"] = [{"name": n.name, "state": n.state} for n in node_states(spec)]
+    return info
+
+
+# -- stop --------------------------------------------------------------------------------
+def down(spec: DevClusterSpec, keep: bool = False) -> list[str]:
+    """Cancel every job, end our daemons, remove the state directory; returns what ended."""
+    ended: list[str] = []
+    if _our_pid(pid_files(spec)["slurmctld"], spec) is not None:
+        _cancel_all(spec)
+    ended = _stop_processes(spec)
+    if not keep and spec.state_dir.exists():
+        if not (spec.state_dir / "etc" / "slurm.conf").exists() and any(
+                spec.state_dir.iterdir()):
+            raise DevClusterError(f"{spec.state_dir} does not look like a dev cluster; "
+                                  "not removing it")
+        shutil.rmtree(spec.state_dir, ignore_errors=True)
+    return ended
+
+
+def _cancel_all(spec: DevClusterSpec) -> None:
+    env = env_for(spec)
+    try:
+        ids = _run([_bin("squeue"), "-h", "-o", "%A"], env=env, timeout=10).split()
+        if ids:
+            _run([_bin("scancel"), *ids], env=env, timeout=10, check=False)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if not _run([_bin("squeue"), "-h", "-o", "%A"], env=env, timeout=10).split():
+                return
+            time.sleep(0.3)
+    except DevClusterError as exc:
+        log.warning("could not cancel jobs before stopping: %s", exc)
+
+
+def _stop_processes(spec: DevClusterSpec) -> list[str]:
+    files = pid_files(spec)
+    order = [n for n in files if n.startswith("slurmd-")] + ["slurmctld", "munged"]
+    ended = []
+    for name in order:
+        pid = _our_pid(files[name], spec)
+        if pid is None:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        ended.append(f"{name} ({pid})")
+    return ended
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.split(")", 1)[-1].split()[0] != "Z"
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _bin(name: str) -> str:
+    path = _which(name)
+    if path is None:
+        raise DevClusterError(f"{name} not found")
+    return path
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 30,
+         check: bool = True) -> str:
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except FileNotFoundError as exc:
+        raise DevClusterError(f"{cmd[0]}: {exc}") from None
+    except subprocess.TimeoutExpired:
+        raise DevClusterError(f"{' '.join(cmd[:3])} timed out after {timeout:.0f} s") from None
+    if check and proc.returncode != 0:
+        raise DevClusterError(f"{' '.join(cmd[:4])} failed ({proc.returncode}): "
+                              f"{(proc.stderr or proc.stdout).strip()[:500]}")
+    return proc.stdout
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def status_json(spec: DevClusterSpec) -> str:
+    return json.dumps(status(spec), indent=1)

@@ -1,0 +1,127 @@
+"""What synergy reads from Slurm: jobs, nodes and partitions, version-independent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+
+
+@dataclass(frozen=True)
+class NodeAlloc:
+    """What one job holds on one node."""
+
+    node: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """A job as Slurm reports it. GPU fields are None for jobs without GPUs.
+
+    ``gpus_per_job`` is set for ``--gpus`` jobs, ``gpus_per_node`` for ``--gres`` /
+    ``--gpus-per-node`` jobs, ``gpus_per_task`` for ``--gpus-per-task``. ``gpus`` is the
+    total the job uses (known once nodes/tasks are known, or from the request).
+    """
+
+    job_id: int
+    user: str
+    state: str
+    partition: str
+    gpus: int = 0
+    gpus_per_job: int | None = None
+    gpus_per_node: int | None = None
+    gpus_per_task: int | None = None
+    gpu_type: str | None = None
+    num_nodes: int = 1
+    num_tasks: int | None = None
+    cpus: int = 0
+    cpus_per_gpu: int | None = None
+    mem_per_gpu_mb: int | None = None
+    mem_per_node_mb: int | None = None
+    mem_per_cpu_mb: int | None = None
+    nodes: tuple[str, ...] = ()
+    alloc: tuple[NodeAlloc, ...] = ()
+    restarts: int = 0
+    requeue: bool = False
+    batch: bool = True
+    held: bool = False
+    priority: int = 0
+    reason: str = ""
+    comment: str = ""
+    admin_comment: str = ""
+    name: str = ""
+    submit_time: int = 0
+    start_time: int = 0
+    array_job_id: int | None = None
+    het_job_id: int | None = None
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.gpus > 0
+
+    @property
+    def pending(self) -> bool:
+        return self.state == PENDING
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+    alloc_cpus: int = 0
+    alloc_mem_mb: int = 0
+    alloc_gpus: int = 0
+    state: str = ""
+    partitions: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """Up and schedulable: not down, drained, failing or unreachable."""
+        bad = ("down", "drain", "fail", "not_responding", "unknown", "future", "inval",
+               "maint", "reboot", "power")
+        s = self.state.lower()
+        return not any(b in s for b in bad)
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    name: str
+    nodes: tuple[str, ...] = ()
+    def_cpu_per_gpu: int | None = None
+    def_mem_per_gpu_mb: int | None = None
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A record Slurm returned that we could not use, and why (logged, never fatal)."""
+
+    what: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One batched read of the cluster."""
+
+    jobs: tuple[SlurmJob, ...]
+    nodes: tuple[SlurmNode, ...]
+    partitions: tuple[SlurmPartition, ...]
+    version: str = ""
+    skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+
+    def job(self, job_id: int) -> SlurmJob | None:
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        return None

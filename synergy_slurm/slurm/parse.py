@@ -1,0 +1,400 @@
+"""Parsing Slurm's output: ``squeue --json`` / ``sinfo --json`` (22.05's OpenAPI v0.0.38 and
+the newer shape where numbers are ``{"set", "infinite", "number"}`` objects and states are
+lists), ``scontrol show partition -o`` text, TRES strings and host lists.
+
+Every record is parsed on its own: a malformed job or node becomes a :class:`Skipped` with
+the reason, never an exception out of this module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .model import NodeAlloc, Skipped, SlurmJob, SlurmNode, SlurmPartition
+
+
+class ParseError(ValueError):
+    """A whole document that cannot be read (not JSON, not an object, no list of records)."""
+
+
+# -- primitives --------------------------------------------------------------------------
+def num(value: Any, default: int | None = None) -> int | None:
+    """An integer from 22.05's plain numbers or the newer wrapped ones; None/unset/infinite
+    give ``default``. Anything else raises ValueError."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return default
+        return int(value)
+    if isinstance(value, Mapping):
+        if value.get("infinite") or value.get("set") is False:
+            return default
+        if "number" in value:
+            return num(value["number"], default)
+        raise ValueError(f"unknown number object {dict(value)!r}")
+    if isinstance(value, str):
+        if value.strip() == "":
+            return default
+        return int(value)
+    raise ValueError(f"expected a number, got {type(value).__name__}")
+
+
+def text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # newer Slurm: states as lists of flags
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def first_state(value: Any) -> str:
+    """The base state: 22.05 gives "PENDING", newer gives ["PENDING", "REQUEUED", ...]."""
+    if isinstance(value, list):
+        return str(value[0]).upper() if value else ""
+    return text(value).split(",")[0].split("+")[0].upper()
+
+
+_GPU_TRES = re.compile(
+    r"(?:^|,)\s*(?:gres[:/])?gpu(?::(?P<type>[A-Za-z0-9_.\-]+))?[:=](?P<count>\d+)\s*(?=,|$)")
+
+
+def gpu_count(tres: str) -> tuple[int, str | None] | None:
+    """GPUs in a TRES request: ``gres:gpu:2``, ``gres/gpu:2``, ``gpu:2``, typed
+    ``gres:gpu:a100:2``, ``gres/gpu:a100=2``; several entries are summed. None if no GPU."""
+    if not tres:
+        return None
+    total, gtype, found = 0, None, False
+    for m in _GPU_TRES.finditer(tres):
+        found = True
+        total += int(m.group("count"))
+        gtype = gtype or m.group("type")
+    return (total, gtype) if found else None
+
+
+def per_gpu_value(tres: str) -> int | None:
+    """The per-GPU number in ``cpus_per_tres`` / ``memory_per_tres`` (``gres:gpu:3``,
+    ``gpu:3``, ``gres/gpu:62500``, ``gres/gpu=3``)."""
+    got = gpu_count(tres)
+    return None if got is None else got[0]
+
+
+_MEM = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<u>[KMGTP]?)$", re.IGNORECASE)
+
+
+def mem_mb(value: str) -> int:
+    """``4G`` / ``500000M`` / ``1024`` (MB) as MB."""
+    m = _MEM.match(value.strip())
+    if not m:
+        raise ValueError(f"bad memory value {value!r}")
+    scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+    return int(float(m.group("n")) * scale[m.group("u").upper()])
+
+
+def expand_hostlist(spec: str) -> list[str]:
+    """``n[1-3,5],gpu-a[01-02]`` -> n1 n2 n3 n5 gpu-a01 gpu-a02 (Slurm's host list syntax)."""
+    spec = spec.strip()
+    if not spec or spec in ("(null)", "None"):
+        return []
+    out: list[str] = []
+    for part in _split_top(spec):
+        m = re.fullmatch(r"(?P<pre>[^\[\]]*)\[(?P<rng>[^\]]+)\](?P<post>.*)", part)
+        if not m:
+            if "[" in part or "]" in part:
+                raise ValueError(f"bad host list {spec!r}")
+            out.append(part)
+            continue
+        for item in m.group("rng").split(","):
+            if "-" in item:
+                lo, hi = item.split("-", 1)
+                width = len(lo)
+                if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                    raise ValueError(f"bad range {item!r} in {spec!r}")
+                if int(hi) - int(lo) > 100_000:
+                    raise ValueError(f"range too large in {spec!r}")
+                out += [f"{m.group('pre')}{i:0{width}d}{m.group('post')}"
+                        for i in range(int(lo), int(hi) + 1)]
+            else:
+                out.append(f"{m.group('pre')}{item}{m.group('post')}")
+    return out
+
+
+def _split_top(spec: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in spec:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in (s.strip() for s in parts) if p]
+
+
+def load_document(raw: str | bytes, key: str) -> list[Any]:
+    """The list under ``key`` of a JSON document from squeue/sinfo."""
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ParseError(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ParseError("expected a JSON object")
+    records = doc.get(key)
+    if not isinstance(records, list):
+        raise ParseError(f"no '{key}' list in the document")
+    return records
+
+
+def version_of(raw: str | bytes) -> str:
+    try:
+        ver = json.loads(raw)["meta"]["Slurm"]["version"]
+        return f"{ver['major']}.{ver['minor']}.{ver['micro']}"
+    except (KeyError, TypeError, ValueError):
+        try:
+            return str(json.loads(raw)["meta"]["slurm"]["release"])
+        except (KeyError, TypeError, ValueError):
+            return ""
+
+
+# -- jobs --------------------------------------------------------------------------------
+def parse_jobs(raw: str | bytes) -> tuple[list[SlurmJob], list[Skipped]]:
+    jobs, skipped = [], []
+    for rec in load_document(raw, "jobs"):
+        try:
+            jobs.append(parse_job(rec))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            ident = rec.get("job_id") if isinstance(rec, dict) else None
+            skipped.append(Skipped(f"job {ident}", f"{type(exc).__name__}: {exc}"))
+    return jobs, skipped
+
+
+def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
+    if not isinstance(rec, Mapping):
+        raise TypeError("job record is not an object")
+    job_id = num(rec["job_id"])
+    if job_id is None or job_id <= 0:
+        raise ValueError("missing job_id")
+    state = first_state(rec["job_state"])
+    if not state:
+        raise ValueError("missing job_state")
+    per_job = gpu_count(text(rec.get("tres_per_job")))
+    per_node = gpu_count(text(rec.get("tres_per_node")))
+    per_task = gpu_count(text(rec.get("tres_per_task")))
+    per_socket = gpu_count(text(rec.get("tres_per_socket")))
+    num_nodes = num(rec.get("node_count"), 1) or 1
+    num_tasks = num(rec.get("tasks")) if "tasks" in rec else None
+    node_names = tuple(expand_hostlist(text(rec.get("nodes"))))
+    gres_detail = rec.get("gres_detail") or []
+    if not isinstance(gres_detail, list):
+        raise TypeError("gres_detail is not a list")
+    alloc_gpus = [_detail_gpus(text(g)) for g in gres_detail]
+    gtype = next((g[1] for g in (per_job, per_node, per_task, per_socket) if g and g[1]), None)
+    if per_job:
+        gpus = per_job[0]
+    elif per_node:
+        gpus = per_node[0] * max(num_nodes, len(node_names) or 1)
+    elif per_task:
+        gpus = per_task[0] * (num_tasks or 1)
+    elif per_socket:
+        gpus = sum(alloc_gpus) or per_socket[0]
+    else:
+        gpus = 0
+    if sum(alloc_gpus) > 0 and state != "PENDING":
+        gpus = sum(alloc_gpus)
+    alloc = _allocations(rec, node_names, alloc_gpus)
+    req = _tres_map(text(rec.get("tres_req_str")))
+    cpus = num(rec.get("cpus"), None)
+    if cpus is None:
+        cpus = int(req.get("cpu", "0") or 0)
+    priority = num(rec.get("priority"), 0) or 0
+    reason = text(rec.get("state_reason"))
+    array_id = num(rec.get("array_job_id"), 0) or None
+    het_id = num(rec.get("het_job_id"), 0) or None
+    return SlurmJob(
+        job_id=job_id,
+        user=text(rec.get("user_name")) or str(num(rec.get("user_id"), -1)),
+        state=state,
+        partition=text(rec.get("partition")),
+        gpus=gpus,
+        gpus_per_job=per_job[0] if per_job else None,
+        gpus_per_node=per_node[0] if per_node else None,
+        gpus_per_task=per_task[0] if per_task else None,
+        gpu_type=gtype,
+        num_nodes=num_nodes,
+        num_tasks=num_tasks,
+        cpus=cpus,
+        cpus_per_gpu=per_gpu_value(text(rec.get("cpus_per_tres"))),
+        mem_per_gpu_mb=per_gpu_value(text(rec.get("memory_per_tres"))),
+        mem_per_node_mb=num(rec.get("memory_per_node")),
+        mem_per_cpu_mb=num(rec.get("memory_per_cpu")),
+        nodes=node_names,
+        alloc=alloc,
+        restarts=num(rec.get("restart_cnt"), 0) or 0,
+        requeue=bool(rec.get("requeue", False)),
+        batch=bool(rec.get("batch_flag", True)),
+        held=priority == 0 and state == "PENDING" and "Held" in reason,
+        priority=priority,
+        reason=reason,
+        comment=text(rec.get("comment")),
+        admin_comment=text(rec.get("admin_comment")),
+        name=text(rec.get("name")),
+        submit_time=num(rec.get("submit_time"), 0) or 0,
+        start_time=num(rec.get("start_time"), 0) or 0,
+        array_job_id=array_id,
+        het_job_id=het_id,
+    )
+
+
+def _detail_gpus(detail: str) -> int:
+    """``gpu:8(IDX:0-7)`` / ``gpu:a100:2(IDX:0-1)`` -> 8 / 2."""
+    m = re.match(r"gpu(?::[A-Za-z0-9_.\-]+)?:(\d+)", detail)
+    return int(m.group(1)) if m else 0
+
+
+def _tres_map(tres: str) -> dict[str, str]:
+    out = {}
+    for item in tres.split(","):
+        if "=" in item:
+            k, v = item.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _allocations(rec: Mapping[str, Any], names: tuple[str, ...],
+                 gpus: list[int]) -> tuple[NodeAlloc, ...]:
+    res = rec.get("job_resources")
+    if not isinstance(res, Mapping):
+        return ()
+    nodes = res.get("allocated_nodes")
+    if nodes is None and isinstance(res.get("nodes"), Mapping):  # 23.11+ layout
+        nodes = res["nodes"].get("allocation")
+    nodes = nodes or []
+    if isinstance(nodes, Mapping):  # some versions key nodes by index
+        nodes = list(nodes.values())
+    out = []
+    for i, node in enumerate(nodes):
+        if not isinstance(node, Mapping):
+            raise TypeError("allocated node is not an object")
+        name = text(node.get("nodename") or node.get("name")) or (
+            names[i] if i < len(names) else "")
+        raw_cpus = node.get("cpus")
+        if isinstance(raw_cpus, Mapping) and "count" in raw_cpus:  # 23.11+: {"count", "used"}
+            raw_cpus = raw_cpus["count"]
+        cpus = num(raw_cpus, None)
+        if cpus is None:
+            cpus = _count_cores(node.get("sockets"))
+        mem = node.get("memory_allocated", node.get("memory"))
+        if isinstance(mem, Mapping) and "allocated" in mem:
+            mem = mem["allocated"]
+        out.append(NodeAlloc(name, cpus, num(mem, 0) or 0, gpus[i] if i < len(gpus) else 0))
+    return tuple(out)
+
+
+def _count_cores(sockets: Any) -> int:
+    if isinstance(sockets, Mapping):
+        sockets = list(sockets.values())
+    if not isinstance(sockets, list):
+        return 0
+    total = 0
+    for sock in sockets:
+        cores = sock.get("cores") if isinstance(sock, Mapping) else None
+        if isinstance(cores, Mapping):
+            total += sum(1 for v in cores.values() if "alloc" in text(v).lower())
+        elif isinstance(cores, list):
+            total += sum(1 for v in cores if "alloc" in json.dumps(v).lower())
+    return total
+
+
+# -- nodes -------------------------------------------------------------------------------
+def parse_nodes(raw: str | bytes) -> tuple[list[SlurmNode], list[Skipped]]:
+    nodes, skipped = [], []
+    for rec in load_document(raw, "nodes"):
+        try:
+            nodes.append(parse_node(rec))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            ident = rec.get("name") if isinstance(rec, dict) else None
+            skipped.append(Skipped(f"node {ident}", f"{type(exc).__name__}: {exc}"))
+    return nodes, skipped
+
+
+def parse_node(rec: Mapping[str, Any]) -> SlurmNode:
+    if not isinstance(rec, Mapping):
+        raise TypeError("node record is not an object")
+    name = text(rec["name"])
+    if not name:
+        raise ValueError("missing name")
+    gres = gpu_count(text(rec.get("gres")).split("(")[0])
+    used = text(rec.get("gres_used"))
+    used_gpus = sum(_detail_gpus(part) for part in re.split(r",(?=gpu)", used) if part)
+    state = rec.get("state")
+    flags = rec.get("state_flags") or []
+    state_txt = ",".join([text(state)] + [text(f) for f in flags]) if flags else text(state)
+    cpus = num(rec["cpus"])
+    mem = num(rec["real_memory"])
+    if cpus is None or mem is None:
+        raise ValueError("missing cpus or real_memory")
+    parts = rec.get("partitions") or []
+    return SlurmNode(name=name, cpus=cpus, mem_mb=mem, gpus=gres[0] if gres else 0,
+                     alloc_cpus=num(rec.get("alloc_cpus"), 0) or 0,
+                     alloc_mem_mb=num(rec.get("alloc_memory"), 0) or 0,
+                     alloc_gpus=used_gpus, state=state_txt.lower(),
+                     partitions=tuple(text(p) for p in parts))
+
+
+# -- partitions (scontrol show partition -o) ----------------------------------------------
+def parse_partitions(raw: str) -> tuple[list[SlurmPartition], list[Skipped]]:
+    parts, skipped = [], []
+    for line in raw.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        fields = parse_kv_line(line)
+        name = fields.get("PartitionName")
+        if not name:
+            skipped.append(Skipped("partition", f"no PartitionName in {line[:80]!r}"))
+            continue
+        try:
+            defaults = dict(
+                item.split("=", 1) for item in fields.get("JobDefaults", "").split(",")
+                if "=" in item)
+            parts.append(SlurmPartition(
+                name=name, nodes=tuple(expand_hostlist(fields.get("Nodes", ""))),
+                def_cpu_per_gpu=int(defaults["DefCpuPerGPU"]) if "DefCpuPerGPU" in defaults
+                else None,
+                def_mem_per_gpu_mb=int(defaults["DefMemPerGPU"]) if "DefMemPerGPU" in defaults
+                else None,
+                default=fields.get("Default") == "YES"))
+        except ValueError as exc:
+            skipped.append(Skipped(f"partition {name}", str(exc)))
+    return parts, skipped
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """``Key=value Key2=value two`` (scontrol -o): values may contain spaces only where the
+    next token has no ``=``."""
+    out: dict[str, str] = {}
+    key = None
+    for tok in line.split(" "):
+        if "=" in tok and re.match(r"^[A-Za-z][A-Za-z0-9_/:]*=", tok):
+            key, val = tok.split("=", 1)
+            out[key] = val
+        elif key is not None and tok:
+            out[key] += " " + tok
+    return out
+
+
+def iter_skips(*groups: Iterable[Skipped]) -> list[Skipped]:
+    return [s for g in groups for s in g]

@@ -1,0 +1,48 @@
+"""Reading the cluster: one batched read of jobs, nodes and partitions per call.
+
+22.05 ignores ``-j/-t/-u`` with ``--json``, so filtering happens here. Partition defaults
+come from ``scontrol show partition -o`` (22.05 has no JSON for them).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .commands import SlurmCLI
+from .model import Skipped, SlurmJob, Snapshot
+from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
+
+log = logging.getLogger(__name__)
+
+# Job states synergy cares about; finished jobs are dropped here.
+LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING",
+                         "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "STAGE_OUT"})
+
+
+class SlurmReader:
+    def __init__(self, cli: SlurmCLI) -> None:
+        self.cli = cli
+
+    def snapshot(self) -> Snapshot:
+        jobs_raw = self.cli.run("squeue", ["--json"])
+        nodes_raw = self.cli.run("sinfo", ["--json"])
+        parts_raw = self.cli.run("scontrol", ["show", "partition", "-o"])
+        return build_snapshot(jobs_raw, nodes_raw, parts_raw)
+
+    def job_fields(self, job_id: int) -> dict[str, str]:
+        """``scontrol show job -o J`` as a dict: the cheap read-back after an update."""
+        out = self.cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
+        line = out.strip().splitlines()[0] if out.strip() else ""
+        return parse_kv_line(line)
+
+
+def build_snapshot(jobs_raw: str, nodes_raw: str, parts_raw: str) -> Snapshot:
+    jobs, js = parse_jobs(jobs_raw)
+    nodes, ns = parse_nodes(nodes_raw)
+    parts, ps = parse_partitions(parts_raw)
+    skipped: list[Skipped] = [*js, *ns, *ps]
+    for s in skipped:
+        log.warning("skipped %s: %s", s.what, s.reason)
+    live: list[SlurmJob] = [j for j in jobs if j.state in LIVE_STATES]
+    return Snapshot(tuple(live), tuple(nodes), tuple(parts), version_of(jobs_raw),
+                    tuple(skipped))

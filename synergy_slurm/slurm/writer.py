@@ -1,0 +1,162 @@
+"""Changing jobs in Slurm, with the recipes verified on 22.05 (../shared/SLURM_FACTS.md).
+
+- A pending job's cores/GPU and memory are set with ``CpusPerTres``/``MemPerTres`` sent
+  together with its GPU request (``TresPerJob`` or ``TresPerNode``) and an explicit core
+  count (``NumCPUs`` / ``MinCPUsNode``); memory of a ``--mem`` job goes to
+  ``MinMemoryNode``. 22.05 silently ignores lowering the cores of a job its scheduler has
+  already evaluated (not of a held one), so every change is read back and a change Slurm
+  did not take raises :class:`ChangeIgnored`.
+- A running job is requeued into a new shape: ``requeuehold``, wait until PENDING, update
+  with ``NumCPUs=N-N`` and ``StartTime=now``, release.
+
+Every mutating call passes through :meth:`SlurmWriter.mutate`, which refuses unless the
+writer was made with ``enforce=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from .commands import SlurmCLI, SlurmError, safe_arg
+from .model import SlurmJob
+from .parse import parse_kv_line, per_gpu_value
+
+log = logging.getLogger(__name__)
+
+MAX_CPUS_PER_GPU = 1024
+MAX_MEM_PER_GPU_MB = 64 * 1024 * 1024
+
+
+class NotEnforcing(PermissionError):
+    """A mutating Slurm command was asked for while not in enforce mode."""
+
+
+class ChangeIgnored(SlurmError):
+    """Slurm accepted an update but the job does not show it."""
+
+
+class Unsupported(ValueError):
+    """A job shape synergy does not change (e.g. ``--gpus-per-task``)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    cpus_per_gpu: int
+    mem_per_gpu_mb: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.cpus_per_gpu, int) and 1 <= self.cpus_per_gpu <= MAX_CPUS_PER_GPU):
+            raise ValueError(f"cpus per GPU must be 1..{MAX_CPUS_PER_GPU}, "
+                             f"got {self.cpus_per_gpu!r}")
+        if not (isinstance(self.mem_per_gpu_mb, int)
+                and 1 <= self.mem_per_gpu_mb <= MAX_MEM_PER_GPU_MB):
+            raise ValueError(f"memory per GPU must be 1..{MAX_MEM_PER_GPU_MB} MB, "
+                             f"got {self.mem_per_gpu_mb!r}")
+
+
+class SlurmWriter:
+    def __init__(self, cli: SlurmCLI, enforce: bool = False, poll_s: float = 0.25) -> None:
+        self.cli = cli
+        self.enforce = enforce
+        self.poll_s = poll_s
+
+    # -- the one gate ---------------------------------------------------------------------
+    def mutate(self, args: list[str]) -> str:
+        if not self.enforce:
+            raise NotEnforcing(f"not enforcing: refusing scontrol {' '.join(args)}")
+        for a in args:
+            safe_arg(a)
+        log.info("scontrol %s", " ".join(args))
+        return self.cli.run("scontrol", args)
+
+    # -- pending jobs ---------------------------------------------------------------------
+    def shape_args(self, job: SlurmJob, shape: Shape) -> list[str]:
+        """The ``scontrol update`` arguments that give ``job`` this per-GPU shape."""
+        if not job.has_gpus:
+            raise Unsupported(f"job {job.job_id} has no GPUs")
+        gtype = f"{safe_arg(job.gpu_type)}:" if job.gpu_type else ""
+        c, m = shape.cpus_per_gpu, shape.mem_per_gpu_mb
+        args = [f"JobId={int(job.job_id)}"]
+        explicit_mem = job.mem_per_node_mb is not None or job.mem_per_cpu_mb is not None
+        if job.gpus_per_job is not None:
+            g = job.gpus_per_job
+            args += [f"TresPerJob=gres:gpu:{gtype}{g}", f"CpusPerTres=gres:gpu:{c}",
+                     f"NumCPUs={g * c}"]
+            if explicit_mem:
+                if job.num_nodes != 1:
+                    raise Unsupported(f"job {job.job_id}: --mem with --gpus over nodes")
+                args.append(f"MinMemoryNode={g * m}")
+            else:
+                args.append(f"MemPerTres=gres:gpu:{m}")
+        elif job.gpus_per_node is not None:
+            g = job.gpus_per_node
+            args += [f"TresPerNode=gres:gpu:{gtype}{g}", f"CpusPerTres=gres:gpu:{c}",
+                     f"MinCPUsNode={g * c}"]
+            args.append(f"MinMemoryNode={g * m}" if explicit_mem else f"MemPerTres=gres:gpu:{m}")
+        else:
+            raise Unsupported(f"job {job.job_id}: only --gpus and --gpus-per-node/--gres "
+                              "jobs are reshaped")
+        return args
+
+    def reshape_pending(self, job: SlurmJob, shape: Shape) -> dict[str, str]:
+        """Set a pending job's cores/GPU and memory; read back; raise ChangeIgnored if the
+        job does not show the new shape."""
+        self.mutate(["update", *self.shape_args(job, shape)])
+        return self.verify(job, shape)
+
+    def verify(self, job: SlurmJob, shape: Shape) -> dict[str, str]:
+        fields = self.read(job.job_id)
+        got_c = per_gpu_value(fields.get("CpusPerTres", ""))
+        got_m = per_gpu_value(fields.get("MemPerTres", ""))
+        if got_c != shape.cpus_per_gpu:
+            raise ChangeIgnored(f"job {job.job_id}: asked {shape.cpus_per_gpu} cores/GPU, "
+                                f"Slurm shows CpusPerTres={fields.get('CpusPerTres')}")
+        if got_m is not None and got_m != shape.mem_per_gpu_mb:
+            raise ChangeIgnored(f"job {job.job_id}: asked {shape.mem_per_gpu_mb} MB/GPU, "
+                                f"Slurm shows MemPerTres={fields.get('MemPerTres')}")
+        return fields
+
+    def read(self, job_id: int) -> dict[str, str]:
+        out = self.cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
+        lines = out.strip().splitlines()
+        if not lines:
+            raise SlurmError(f"job {job_id} not found")
+        return parse_kv_line(lines[0])
+
+    def hold(self, job_id: int) -> None:
+        self.mutate(["hold", str(int(job_id))])
+
+    def release(self, job_id: int) -> None:
+        self.mutate(["release", str(int(job_id))])
+
+    def set_admin_comment(self, job_id: int, comment: str) -> None:
+        self.mutate(["update", f"JobId={int(job_id)}", f"AdminComment={comment}"])
+
+    # -- running jobs ---------------------------------------------------------------------
+    def requeue_reshape(self, job: SlurmJob, shape: Shape, timeout_s: float = 60.0) -> None:
+        """Stop a running job, give it the new shape and let it start again."""
+        if not job.requeue or not job.batch:
+            raise Unsupported(f"job {job.job_id} may not be requeued")
+        self.mutate(["requeuehold", str(int(job.job_id))])
+        self.wait_state(job.job_id, "PENDING", timeout_s)
+        time.sleep(1.0)  # an update sent in the first second after requeue can be lost
+        args = self.shape_args(job, shape)
+        if job.gpus_per_job is not None:
+            n = job.gpus_per_job * shape.cpus_per_gpu
+            args = [a if not a.startswith("NumCPUs=") else f"NumCPUs={n}-{n}" for a in args]
+        self.mutate(["update", *args, "StartTime=now"])
+        self.verify(job, shape)
+        self.release(job.job_id)
+
+    def wait_state(self, job_id: int, state: str, timeout_s: float) -> dict[str, str]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            fields = self.read(job_id)
+            if fields.get("JobState") == state:
+                return fields
+            if time.monotonic() > deadline:
+                raise SlurmError(f"job {job_id} not {state} after {timeout_s:.0f} s "
+                                 f"(is {fields.get('JobState')})")
+            time.sleep(self.poll_s)

@@ -1,0 +1,48 @@
+"""Helpers for tests on the real cluster: submit, wait, cancel."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from synergy_slurm.slurm.commands import SlurmCLI
+from synergy_slurm.slurm.reader import SlurmReader
+
+
+def submit(cli: SlurmCLI, script: str, *opts: str, tmp: Path) -> int:
+    path = tmp / f"job{time.monotonic_ns()}.sh"
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    out = cli.run("sbatch", ["--parsable", *opts, str(path)])
+    return int(out.strip().split(";")[0])
+
+
+def wait_for(cli: SlurmCLI, job_id: int, states: set[str], timeout_s: float = 60) -> dict:
+    reader = SlurmReader(cli)
+    deadline = time.monotonic() + timeout_s
+    fields: dict = {}
+    while time.monotonic() < deadline:
+        fields = reader.job_fields(job_id)
+        if fields.get("JobState") in states:
+            return fields
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} not in {states} after {timeout_s} s: "
+                         f"{fields.get('JobState')} {fields.get('Reason')}")
+
+
+def wait_file(path: Path, needle: str, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and needle in path.read_text():
+            return path.read_text()
+        time.sleep(0.3)
+    raise AssertionError(f"{needle!r} not in {path} after {timeout_s} s: "
+                         f"{path.read_text() if path.exists() else '(missing)'}")
+
+
+def cancel_all(cli: SlurmCLI) -> None:
+    ids = cli.run("squeue", ["-h", "-o", "%A"]).split()
+    if ids:
+        cli.run("scancel", ids)
+    deadline = time.monotonic() + 30
+    while cli.run("squeue", ["-h", "-o", "%A"]).split() and time.monotonic() < deadline:
+        time.sleep(0.3)

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Record Slurm's real output for the parser's unit tests.
+
+Run against a dev cluster (``synergy dev-cluster up``, then export SLURM_CONF): submits a
+mix of jobs (GPU kinds, non-GPU, held, array, het, --mem), waits a moment, and writes
+``squeue --json``, ``sinfo --json``, ``scontrol show partition -o`` and
+``scontrol show job -o`` into tests/slurm/fixtures/ with the Slurm version in the name.
+Cancels its jobs at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "fixtures"
+
+SUBMISSIONS = [
+    ["--gpus=2", "--cpus-per-gpu=3", "--mem-per-gpu=2G", "--job-name=gpus2"],
+    ["-N2", "--gpus-per-node=8", "--job-name=multinode"],
+    ["-c2", "--mem=1G", "--job-name=nogpu"],
+    ["--hold", "--gpus=1", "--job-name=held"],
+    ["-n2", "--gpus-per-task=1", "--job-name=pertask"],
+    ["--gres=gpu:1", "--job-name=gres1", "--comment=synergy:key=res18"],
+    ["--array=0-2", "--gpus=1", "--job-name=array"],
+    ["--gpus=1", "--mem=10G", "--no-requeue", "--job-name=memnode"],
+    ["--gpus=8", "--cpus-per-gpu=3", "--job-name=waits"],
+]
+
+
+def sh(*args: str) -> str:
+    return subprocess.run(list(args), check=True, capture_output=True, text=True).stdout
+
+
+def main() -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
+        f.write("#!/bin/sh\nsleep 120\n")
+        script = f.name
+    ids = []
+    for extra in SUBMISSIONS:
+        out = sh("sbatch", "--parsable", "-o", "/dev/null", *extra, script)
+        ids.append(out.strip().split(";")[0])
+    het = sh("sbatch", "--parsable", "-o", "/dev/null", "--job-name=het", "--gpus=1", ":",
+             "-c1", script)
+    ids.append(het.strip().split(";")[0])
+    time.sleep(3)
+    squeue = sh("squeue", "--json")
+    version = json.loads(squeue)["meta"]["Slurm"]["release"]
+    (OUT / f"squeue_{version}.json").write_text(squeue)
+    (OUT / f"sinfo_{version}.json").write_text(sh("sinfo", "--json"))
+    (OUT / f"partitions_{version}.txt").write_text(sh("scontrol", "show", "partition", "-o"))
+    (OUT / f"scontrol_jobs_{version}.txt").write_text(sh("scontrol", "show", "job", "-o"))
+    sh("scancel", *ids)
+    print(f"recorded Slurm {version} output for {len(ids)} submissions in {OUT}")
+
+
+if __name__ == "__main__":
+    main()

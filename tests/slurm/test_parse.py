@@ -1,0 +1,147 @@
+"""The parser on recorded 22.05 output, hand-written 24.11-style output, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from synergy_slurm.slurm.parse import (
+    ParseError,
+    expand_hostlist,
+    gpu_count,
+    mem_mb,
+    num,
+    parse_jobs,
+    parse_kv_line,
+    parse_nodes,
+    parse_partitions,
+)
+from synergy_slurm.slurm.reader import build_snapshot
+
+FIX = Path(__file__).parent / "fixtures"
+V22 = "22.05.8"
+
+
+def jobs_22():
+    jobs, skipped = parse_jobs((FIX / f"squeue_{V22}.json").read_text())
+    assert skipped == []
+    return {j.name + (f"#{j.job_id}" if j.name in ("array", "het") else ""): j for j in jobs}
+
+
+def test_recorded_gpu_job_kinds():
+    j = jobs_22()
+    g = j["gpus2"]
+    assert (g.gpus, g.gpus_per_job, g.cpus, g.cpus_per_gpu, g.mem_per_gpu_mb) == (2, 2, 6, 3, 2048)
+    assert g.state == "RUNNING" and g.nodes == ("n1",) and g.alloc[0].node == "n1"
+    assert g.alloc[0].mem_mb == 4096 and g.alloc[0].gpus == 2 and g.alloc[0].cpus == 6
+    m = j["multinode"]
+    assert (m.gpus, m.gpus_per_node, m.num_nodes, m.nodes) == (16, 8, 2, ("n2", "n3"))
+    assert m.cpus_per_gpu == 3 and m.mem_per_gpu_mb == 62500   # shaped by DefCpuPerGPU
+    assert [a.cpus for a in m.alloc] == [24, 24] and [a.gpus for a in m.alloc] == [8, 8]
+    t = j["pertask"]
+    assert (t.gpus, t.gpus_per_task, t.num_tasks) == (2, 1, 2)
+    r = j["gres1"]
+    assert (r.gpus, r.gpus_per_node) == (1, 1) and r.comment == "synergy:key=res18"
+    assert j["memnode"].mem_per_node_mb == 10240 and j["memnode"].requeue is False
+
+
+def test_recorded_non_gpu_held_array_and_het():
+    j = jobs_22()
+    assert j["nogpu"].gpus == 0 and not j["nogpu"].has_gpus
+    h = j["held"]
+    assert h.held and h.pending and h.priority == 0 and h.cpus_per_gpu is None
+    arrays = [v for k, v in j.items() if k.startswith("array#")]
+    assert len(arrays) == 3 and {a.array_job_id for a in arrays} == {7}
+    hets = [v for k, v in j.items() if k.startswith("het#")]
+    assert {h.het_job_id for h in hets} == {10} and sorted(h.gpus for h in hets) == [0, 1]
+    w = j["waits"]
+    assert w.pending and not w.held and w.reason == "Resources" and w.gpus == 8
+
+
+def test_recorded_nodes_and_partitions():
+    nodes, skipped = parse_nodes((FIX / f"sinfo_{V22}.json").read_text())
+    assert skipped == [] and [n.name for n in nodes] == ["n1", "n2", "n3", "n4"]
+    n1 = next(n for n in nodes if n.name == "n1")
+    assert (n1.cpus, n1.mem_mb, n1.gpus) == (24, 500000, 8)
+    assert n1.alloc_gpus > 0 and n1.alloc_cpus > 0 and n1.usable
+    parts, skipped = parse_partitions((FIX / f"partitions_{V22}.txt").read_text())
+    assert skipped == []
+    assert parts[0].name == "gpu" and parts[0].def_cpu_per_gpu == 3
+    assert parts[0].def_mem_per_gpu_mb == 62500 and parts[0].nodes == ("n1", "n2", "n3", "n4")
+
+
+def test_snapshot_drops_finished_jobs_and_keeps_the_version():
+    snap = build_snapshot((FIX / "squeue_24.11_handwritten.json").read_text(),
+                          (FIX / "sinfo_24.11_handwritten.json").read_text(),
+                          (FIX / f"partitions_{V22}.txt").read_text())
+    assert [j.job_id for j in snap.jobs] == [42, 43]       # 44 is COMPLETED
+    assert snap.version == "24.11.3"
+
+
+def test_newer_wrapped_numbers_and_typed_gpus():
+    jobs, skipped = parse_jobs((FIX / "squeue_24.11_handwritten.json").read_text())
+    assert skipped == []
+    held, typed = jobs[0], jobs[1]
+    assert held.held and held.gpus == 2 and held.cpus_per_gpu == 6
+    assert held.mem_per_gpu_mb == 125000 and held.mem_per_node_mb is None
+    assert typed.gpu_type == "a100" and typed.gpus_per_node == 2 and typed.gpus == 4
+    assert typed.nodes == ("gpu-a01", "gpu-a02") and typed.restarts == 1
+    assert [(a.node, a.cpus, a.mem_mb, a.gpus) for a in typed.alloc] == [
+        ("gpu-a01", 4, 40000, 2), ("gpu-a02", 4, 40000, 2)]
+    nodes, _ = parse_nodes((FIX / "sinfo_24.11_handwritten.json").read_text())
+    assert nodes[0].gpus == 4 and nodes[0].alloc_gpus == 2 and nodes[0].mem_mb == 512000
+    assert nodes[0].usable and not nodes[1].usable
+
+
+def test_malformed_records_are_skipped_with_reasons():
+    doc = json.loads((FIX / f"squeue_{V22}.json").read_text())
+    doc["jobs"][0]["job_id"] = "abc"
+    doc["jobs"][1]["cpus"] = {"weird": 1}
+    del doc["jobs"][2]["job_state"]
+    doc["jobs"][3]["nodes"] = "n[5-"
+    doc["jobs"].append("not an object")
+    jobs, skipped = parse_jobs(json.dumps(doc))
+    assert len(skipped) == 5 and len(jobs) == len(doc["jobs"]) - 5
+    assert all(s.reason for s in skipped)
+
+
+@pytest.mark.parametrize("raw", ["", "{", "[]", '{"jobs": 3}', '{"nodes": []}',
+                                 (FIX / f"squeue_{V22}.json").read_text()[:5000]])
+def test_truncated_or_wrong_documents_are_parse_errors(raw):
+    with pytest.raises(ParseError):
+        parse_jobs(raw)
+
+
+def test_unknown_fields_are_ignored():
+    doc = {"jobs": [{"job_id": 5, "job_state": "PENDING", "tres_per_job": "gres:gpu:1",
+                     "brand_new_field": {"x": [1, 2]}, "user_name": "u", "partition": "p"}]}
+    jobs, skipped = parse_jobs(json.dumps(doc))
+    assert skipped == [] and jobs[0].gpus == 1
+
+
+@pytest.mark.parametrize("tres, want", [
+    ("gres:gpu:2", (2, None)), ("gres/gpu:2", (2, None)), ("gpu:4", (4, None)),
+    ("gres:gpu:a100:2", (2, "a100")), ("gres/gpu:a100=3", (3, "a100")),
+    ("gres:gpu:1,gres:gpu:v100:2", (3, "v100")), ("gres:mps:100", None), ("", None),
+    ("gres/shard:2", None),
+])
+def test_gpu_tres_strings(tres, want):
+    assert gpu_count(tres) == want
+
+
+def test_primitives():
+    assert num({"set": True, "infinite": False, "number": 7}) == 7
+    assert num({"set": False, "infinite": False, "number": 0}, default=-1) == -1
+    assert num({"set": True, "infinite": True, "number": 0}) is None
+    with pytest.raises(ValueError):
+        num("x7")
+    assert expand_hostlist("n[1-3,5],gpu-a[01-02],login") == [
+        "n1", "n2", "n3", "n5", "gpu-a01", "gpu-a02", "login"]
+    assert expand_hostlist("(null)") == []
+    with pytest.raises(ValueError):
+        expand_hostlist("n[3-1]")
+    assert mem_mb("4G") == 4096 and mem_mb("500000M") == 500000 and mem_mb("512") == 512
+    kv = parse_kv_line("JobId=5 JobName=a b c UserId=root(0) Comment=x=y")
+    assert kv["JobName"] == "a b c" and kv["Comment"] == "x=y" and kv["UserId"] == "root(0)"

@@ -1,0 +1,104 @@
+"""The adapter against the real 4-node test cluster (fake GPUs, Debian's Slurm)."""
+
+from __future__ import annotations
+
+import pytest
+
+from synergy_slurm.slurm.reader import SlurmReader
+from synergy_slurm.slurm.writer import NotEnforcing, Shape, SlurmWriter
+
+from .helpers import cancel_all, submit, wait_file, wait_for
+
+pytestmark = pytest.mark.slurm
+
+# What the job sees: its cores from the environment, its memory as slurmd enforces it
+# (scontrol show job -d, "Mem=" of its node: no environment variable carries an updated
+# MemPerTres), and its restart count.
+REPORT = ('mem=$(scontrol show job -d "$SLURM_JOB_ID" | grep -o " Mem=[0-9]*" | head -1 '
+          '| cut -d= -f2); echo "cpus=$SLURM_CPUS_ON_NODE mem=$mem '
+          'restarts=${SLURM_RESTART_COUNT:-0}"')
+
+
+@pytest.fixture(autouse=True)
+def clean(slurm_cli):
+    cancel_all(slurm_cli)
+    yield
+    cancel_all(slurm_cli)
+
+
+def test_cluster_shape(slurm_cli):
+    snap = SlurmReader(slurm_cli).snapshot()
+    assert snap.version.startswith(("22.", "23.", "24.", "25."))
+    assert sorted(n.name for n in snap.nodes) == ["n1", "n2", "n3", "n4"]
+    assert all((n.cpus, n.mem_mb, n.gpus) == (24, 500000, 8) and n.usable for n in snap.nodes)
+    part = snap.partitions[0]
+    assert (part.def_cpu_per_gpu, part.def_mem_per_gpu_mb) == (3, 62500)
+
+
+def test_held_job_reshaped_starts_with_exactly_the_new_shape(slurm_cli, tmp_path):
+    out = tmp_path / "held.out"
+    job_id = submit(slurm_cli, REPORT, "--hold", "--gpus=2", "-o", str(out), tmp=tmp_path)
+    reader = SlurmReader(slurm_cli)
+    job = next(j for j in reader.snapshot().jobs if j.job_id == job_id)
+    assert job.held and job.gpus == 2
+    writer = SlurmWriter(slurm_cli, enforce=True)
+    fields = writer.reshape_pending(job, Shape(cpus_per_gpu=5, mem_per_gpu_mb=30000))
+    assert fields["CpusPerTres"] == "gres:gpu:5" and fields["NumCPUs"] == "10"
+    writer.release(job_id)
+    wait_for(slurm_cli, job_id, {"COMPLETED"})
+    assert "cpus=10 mem=60000 restarts=0" in out.read_text()
+
+
+def test_lowering_a_held_job_works_too(slurm_cli, tmp_path):
+    out = tmp_path / "low.out"
+    job_id = submit(slurm_cli, REPORT, "--hold", "--gpus=1", "--cpus-per-gpu=12",
+                    "-o", str(out), tmp=tmp_path)
+    job = next(j for j in SlurmReader(slurm_cli).snapshot().jobs if j.job_id == job_id)
+    writer = SlurmWriter(slurm_cli, enforce=True)
+    writer.reshape_pending(job, Shape(cpus_per_gpu=4, mem_per_gpu_mb=20000))
+    writer.release(job_id)
+    wait_for(slurm_cli, job_id, {"COMPLETED"})
+    assert "cpus=4 mem=20000 restarts=0" in out.read_text()
+
+
+def test_running_job_requeued_into_a_larger_shape(slurm_cli, tmp_path):
+    out = tmp_path / "rq.out"
+    job_id = submit(slurm_cli, REPORT + "; sleep 300", "--gpus=1", "--cpus-per-gpu=2",
+                    "--mem-per-gpu=8G", "--requeue", "--open-mode=append", "-o", str(out),
+                    tmp=tmp_path)
+    wait_for(slurm_cli, job_id, {"RUNNING"})
+    wait_file(out, "restarts=0")
+    job = next(j for j in SlurmReader(slurm_cli).snapshot().jobs if j.job_id == job_id)
+    assert job.running and job.cpus == 2
+    SlurmWriter(slurm_cli, enforce=True).requeue_reshape(job, Shape(6, 10000), timeout_s=60)
+    text = wait_file(out, "restarts=1", timeout_s=90)
+    assert "cpus=6 mem=10000 restarts=1" in text
+    after = next(j for j in SlurmReader(slurm_cli).snapshot().jobs if j.job_id == job_id)
+    assert after.running and after.cpus == 6 and after.restarts == 1
+
+
+def test_multi_node_and_non_gpu_jobs_read_back(slurm_cli, tmp_path):
+    multi = submit(slurm_cli, "sleep 300", "-N2", "--gpus-per-node=8", "-o", "/dev/null",
+                   tmp=tmp_path)
+    plain = submit(slurm_cli, "sleep 300", "-c2", "-o", "/dev/null", tmp=tmp_path)
+    wait_for(slurm_cli, multi, {"RUNNING"})
+    wait_for(slurm_cli, plain, {"RUNNING"})
+    snap = SlurmReader(slurm_cli).snapshot()
+    m = snap.job(multi)
+    p = snap.job(plain)
+    assert m is not None and p is not None
+    assert (m.gpus, m.gpus_per_node, m.num_nodes, len(m.nodes)) == (16, 8, 2, 2)
+    assert [a.gpus for a in m.alloc] == [8, 8] and [a.cpus for a in m.alloc] == [24, 24]
+    assert not p.has_gpus and p.cpus == 2
+    busy = [n for n in snap.nodes if n.name in m.nodes]
+    assert all(n.alloc_gpus == 8 for n in busy)
+
+
+def test_writer_refuses_unless_enforcing(slurm_cli, tmp_path):
+    job_id = submit(slurm_cli, "true", "--hold", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
+    job = SlurmReader(slurm_cli).snapshot().job(job_id)
+    writer = SlurmWriter(slurm_cli, enforce=False)
+    with pytest.raises(NotEnforcing):
+        writer.reshape_pending(job, Shape(4, 1000))
+    assert "CpusPerTres" not in SlurmReader(slurm_cli).job_fields(job_id) or \
+        SlurmReader(slurm_cli).job_fields(job_id)["CpusPerTres"] != "gres:gpu:4"
