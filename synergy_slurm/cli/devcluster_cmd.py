@@ -60,6 +60,24 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, no_install: bool,
     click.echo(f"export SLURM_CONF={spec.conf_path}")
 
 
+@dev_cluster.command("config")
+@DIR_OPTION
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
+@PORT_OPTION
+@click.option("--containers", is_flag=True,
+              help="For docker-compose: one host per node (n1..nN), controller 'slurmctld', "
+              "default slurmd port.")
+@click.option("--hook", is_flag=True, help="Also install the job_submit hook.")
+def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: bool) -> None:
+    """Only write the cluster's config files (slurm.conf, gres.conf, cgroup.conf, fake GPU
+    files) under DIR/etc; start nothing. docker-compose.slurm.yml uses this."""
+    spec = DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=6817, hook=hook,
+                          containers=True) if containers else spec_of(state_dir, nodes, port,
+                                                                      hook)
+    for path in devcluster.write_all_config(spec):
+        click.echo(str(path))
+
+
 @dev_cluster.command("status")
 @DIR_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")

@@ -103,9 +103,7 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
     spec.state_dir.chmod(0o755)
     for name in spec.node_names:
         (spec.state_dir / "spool" / name).mkdir(parents=True, exist_ok=True)
-    write_config(spec)
-    if spec.hook:
-        _install_hook(spec)
+    write_all_config(spec)
     _start_munge(spec)
     env = env_for(spec)
     _run([_bin("slurmctld"), "-f", str(spec.conf_path)], env=env, timeout=30)
@@ -120,12 +118,22 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
     return time.monotonic() - t0
 
 
-def _install_hook(spec: DevClusterSpec) -> None:
+def write_all_config(spec: DevClusterSpec) -> list[Path]:
+    """slurm.conf, gres.conf, cgroup.conf, the fake GPU files, and the hook if asked."""
+    written = write_config(spec)
+    if spec.hook:
+        written.append(_install_hook(spec))
+    return written
+
+
+def _install_hook(spec: DevClusterSpec) -> Path:
     """Copy the project's job_submit.lua beside slurm.conf (where job_submit/lua looks)."""
     src = Path(__file__).resolve().parents[2] / "job_submit_hook" / "job_submit.lua"
     if not src.exists():
         raise DevClusterError(f"--hook: {src} not found")
-    shutil.copyfile(src, spec.etc / "job_submit.lua")
+    dst = spec.etc / "job_submit.lua"
+    shutil.copyfile(src, dst)
+    return dst
 
 
 def _start_munge(spec: DevClusterSpec) -> None:

@@ -46,3 +46,45 @@ def build_snapshot(jobs_raw: str, nodes_raw: str, parts_raw: str) -> Snapshot:
     live: list[SlurmJob] = [j for j in jobs if j.state in LIVE_STATES]
     return Snapshot(tuple(live), tuple(nodes), tuple(parts), version_of(jobs_raw),
                     tuple(skipped))
+
+
+def make_reader(cli: SlurmCLI, running_version: str | None = None) -> SlurmReader:
+    """The reader to use: pyslurm's when an importable pyslurm was built for the running
+    Slurm (same major.minor), else the command-line reader (every version we run).
+
+    PyPI's pyslurm exists only for Slurm 25.11, so on Debian's 22.05 and 24.11 this is
+    always the command-line reader.
+    """
+    try:
+        import pyslurm  # type: ignore[import-not-found]
+    except ImportError:
+        return SlurmReader(cli)
+    built = str(getattr(pyslurm, "__version__", ""))
+    if running_version is None:
+        try:
+            running_version = cli.run("sinfo", ["--version"]).split()[-1]
+        except Exception as exc:
+            log.info("not using pyslurm: cannot read Slurm's version (%s)", exc)
+            return SlurmReader(cli)
+    if built.split(".")[:2] != running_version.split(".")[:2]:
+        log.info("not using pyslurm %s with Slurm %s", built, running_version)
+        return SlurmReader(cli)
+    return PyslurmReader(cli, pyslurm)
+
+
+class PyslurmReader(SlurmReader):
+    """Jobs and nodes through pyslurm's API (as dicts shaped like squeue/sinfo JSON),
+    partitions still through scontrol. Only chosen by :func:`make_reader`."""
+
+    def __init__(self, cli: SlurmCLI, module) -> None:
+        super().__init__(cli)
+        self.pyslurm = module
+
+    def snapshot(self) -> Snapshot:
+        import json
+
+        jobs = [j.to_dict() for j in self.pyslurm.Jobs.load().values()]
+        nodes = [n.to_dict() for n in self.pyslurm.Nodes.load().values()]
+        parts_raw = self.cli.run("scontrol", ["show", "partition", "-o"])
+        return build_snapshot(json.dumps({"jobs": jobs}, default=str),
+                              json.dumps({"nodes": nodes}, default=str), parts_raw)

@@ -145,3 +145,19 @@ def test_primitives():
     assert mem_mb("4G") == 4096 and mem_mb("500000M") == 500000 and mem_mb("512") == 512
     kv = parse_kv_line("JobId=5 JobName=a b c UserId=root(0) Comment=x=y")
     assert kv["JobName"] == "a b c" and kv["Comment"] == "x=y" and kv["UserId"] == "root(0)"
+
+
+def test_reader_falls_back_to_the_command_line_without_a_matching_pyslurm(monkeypatch):
+    import sys
+    import types
+
+    from synergy_slurm.slurm.commands import SlurmCLI
+    from synergy_slurm.slurm.reader import PyslurmReader, SlurmReader, make_reader
+
+    cli = SlurmCLI()
+    monkeypatch.setitem(sys.modules, "pyslurm", None)   # not importable
+    assert type(make_reader(cli, "22.05.8")) is SlurmReader
+    fake = types.SimpleNamespace(__version__="25.11.0")
+    monkeypatch.setitem(sys.modules, "pyslurm", fake)
+    assert type(make_reader(cli, "22.05.8")) is SlurmReader
+    assert isinstance(make_reader(cli, "25.11.1"), PyslurmReader)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# System packages the test suite uses, from Debian's archive, installed only if missing:
+# Slurm and munge (the real test cluster), docker-compose (validating
+# docker-compose.slurm.yml without an engine) and lua5.1 (the hook's unit tests).
+set -euo pipefail
+need=()
+command -v slurmctld >/dev/null || need+=(slurmctld)
+command -v slurmd >/dev/null || need+=(slurmd)
+command -v sinfo >/dev/null || need+=(slurm-client)
+command -v munged >/dev/null || need+=(munge)
+command -v docker-compose >/dev/null || need+=(docker-compose)
+command -v lua5.1 >/dev/null || need+=(lua5.1)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "missing ${need[*]}: install them (Debian: apt-get install ${need[*]})" >&2
+    exit 1
+fi
+echo "installing ${need[*]} from Debian's packages" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,27 @@
+"""The generated config of the local cluster (what `synergy dev-cluster up` writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from synergy_slurm.slurm.devconf import DevClusterSpec, gres_conf, slurm_conf, write_config
+
+
+def test_local_config_is_private_and_paper_shaped(tmp_path: Path):
+    spec = DevClusterSpec(tmp_path, nodes=4, ctld_port=16817, node_port_base=17001,
+                          hostname="box")
+    conf = slurm_conf(spec)
+    assert "SlurmctldHost=box(127.0.0.1)" in conf and "SlurmctldPort=16817" in conf
+    assert f"AuthInfo=socket={tmp_path}/munge/munge.socket.2" in conf
+    for i, port in enumerate(range(17001, 17005), start=1):
+        assert (f"NodeName=n{i} NodeHostname=box NodeAddr=127.0.0.1 Port={port} CPUs=24 "
+                "RealMemory=500000 Gres=gpu:8") in conf
+    assert "DefCpuPerGPU=3 DefMemPerGPU=62500" in conf
+    assert "JobSubmitPlugins" not in conf
+    assert "JobSubmitPlugins=lua" in slurm_conf(DevClusterSpec(tmp_path, hook=True))
+    assert all(str(tmp_path) in line for line in conf.splitlines()
+               if line.split("=")[0].endswith(("File", "Dir", "Location")))
+    assert f"File={tmp_path}/gpu/gpu[0-7]" in gres_conf(spec)
+    written = write_config(spec)
+    assert [p.name for p in written] == ["slurm.conf", "gres.conf", "cgroup.conf"]
+    assert len(list((tmp_path / "gpu").iterdir())) == 8
