@@ -46,7 +46,8 @@ def slurm_cluster(request):
     from synergy_slurm.cli.devcluster_cmd import spec_of
     from synergy_slurm.slurm import devcluster
 
-    spec = spec_of(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=False)
+    # The hook is installed but inert until a test writes its table (no table = pass all).
+    spec = spec_of(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True)
     devcluster.down(spec)  # a clean cluster: leftovers of an interrupted run go
     seconds = devcluster.up(spec, install=True, timeout_s=90)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")

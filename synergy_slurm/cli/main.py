@@ -7,6 +7,7 @@ import logging
 import click
 
 from .devcluster_cmd import dev_cluster
+from .hook_cmd import hook
 from .plan_cmd import plan_cmd
 from .simulate_cmd import simulate_cmd
 
@@ -28,3 +29,4 @@ def main(verbose: int) -> None:
 main.add_command(plan_cmd)
 main.add_command(simulate_cmd)
 main.add_command(dev_cluster)
+main.add_command(hook)

@@ -87,7 +87,8 @@ class SlurmCLI:
         if proc.returncode != 0:
             err = (proc.stderr or proc.stdout).strip()
             cls = SlurmUnavailable if _unreachable(err) else SlurmError
-            raise cls(f"{command} {' '.join(args[:3])} failed ({proc.returncode}): {err[:300]}",
+            shown = " ".join(a if len(a) <= 60 else a[:57] + "..." for a in args[:3])
+            raise cls(f"{command} {shown} failed ({proc.returncode}): {err[:300]}",
                       argv, proc.returncode, err)
         return proc.stdout
 

@@ -27,7 +27,7 @@ from .devconf import DevClusterSpec, write_config
 
 log = logging.getLogger(__name__)
 
-PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua-filesystem")
 BINARIES = ("slurmctld", "slurmd", "munged", "sinfo", "squeue", "sbatch", "scontrol", "scancel")
 DEFAULT_DIR = Path("/tmp/synergy-dev-cluster")
 

@@ -1,0 +1,182 @@
+"""``synergy hook``: explain, export the table, install the script, fail-safe release."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import click
+
+from ..config import ConfigError, load_config
+from ..core import ProfileError, load_profiles
+from ..hook.export import build_table, table_path
+from ..hook.rules import decide
+from ..hook.sbatch_args import SbatchArgError, submission_from_args
+from ..hook.table import DISABLE_NAME, TableError, parse_table
+from ..slurm.commands import SlurmCLI, SlurmError
+from ..slurm.reader import SlurmReader
+from ..slurm.writer import NotEnforcing, SlurmWriter
+from .options import default_profiles_path
+
+HOOK_SCRIPT = Path(__file__).resolve().parents[2] / "job_submit_hook" / "job_submit.lua"
+CONFIG_OPTION = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                             default=None, help="synergy.toml (default /etc/slurm/synergy.toml).")
+
+
+def _config(path):
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group("hook")
+def hook() -> None:
+    """The job_submit hook (job_submit_hook/job_submit.lua) and its table."""
+
+
+@hook.command("explain", context_settings={"ignore_unknown_options": True,
+                                           "allow_interspersed_args": False})
+@CONFIG_OPTION
+@click.option("--table", "table_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Hook table to use (default: the configured hook dir's).")
+@click.option("--uid", type=int, default=None, help="Submitting uid (default: yours).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
+def explain_cmd(config_path, table_file, uid, fmt, sbatch_args) -> None:
+    """Print what the hook would do to a job submitted with these sbatch options.
+
+    \b
+      synergy hook explain --format json -- --gpus=2 --comment synergy:profile=res18
+    """
+    cfg = _config(config_path)
+    path = table_file or table_path(cfg.hook)
+    try:
+        sub = submission_from_args(sbatch_args, uid=os.getuid() if uid is None else uid)
+    except SbatchArgError as exc:
+        raise click.BadParameter(str(exc)) from None
+    table, err = None, None
+    try:
+        table = parse_table(path.read_text())
+    except OSError:
+        err = f"no table at {path}"
+    except TableError as exc:
+        err = str(exc)
+    disabled = (path.parent / DISABLE_NAME).exists()
+    d = decide(table, sub, time.time(), disabled=disabled, table_error=err)
+    if fmt == "json":
+        click.echo(json.dumps(d.as_dict()))
+        return
+    click.echo(f"managed: {'yes' if d.managed else 'no'} ({d.reason})")
+    if d.managed:
+        click.echo(f"cores/GPU: {d.cpus_per_gpu or 'as submitted (Slurm default)'}")
+        mem = f"{d.mem_per_gpu_mb} MB" if d.mem_per_gpu_mb else "as submitted"
+        click.echo(f"memory/GPU: {mem}")
+        click.echo(f"held until the controller shapes it: {'yes' if d.hold else 'no'}")
+
+
+@hook.command("export")
+@CONFIG_OPTION
+@click.option("--profiles", "profiles_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--node-cpus", type=click.IntRange(1), help="Default: smallest managed node.")
+@click.option("--node-mem-mb", type=click.IntRange(1))
+@click.option("--node-gpus", type=click.IntRange(1))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Default: <hook dir>/synergy-hook.table.")
+def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, out) -> None:
+    """Write the hook table (atomically). The controller does this every round; run it by
+    hand to try the hook without the controller (the table expires after max_age_s)."""
+    cfg = _config(config_path)
+    ppath = profiles_path or (Path(cfg.profiles.file) if cfg.profiles.file else None) \
+        or default_profiles_path()
+    try:
+        profiles = load_profiles(ppath) if ppath else {}
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+    if None in (node_cpus, node_mem_mb, node_gpus):
+        try:
+            snap = SlurmReader(SlurmCLI(cfg.slurm.conf or None)).snapshot()
+        except SlurmError as exc:
+            raise click.ClickException(f"cannot read node sizes from Slurm ({exc}); "
+                                       "give --node-cpus/--node-mem-mb/--node-gpus") from None
+        nodes = [n for n in snap.nodes if n.gpus and set(n.partitions) & set(cfg.hook.partitions)]
+        if not nodes:
+            raise click.ClickException("no GPU nodes in the managed partitions")
+        node_cpus = node_cpus or min(n.cpus for n in nodes)
+        node_mem_mb = node_mem_mb or min(n.mem_mb for n in nodes)
+        node_gpus = node_gpus or min(n.gpus for n in nodes)
+    try:
+        table = build_table(cfg.hook, profiles, node_cpus, node_mem_mb, node_gpus)
+    except TableError as exc:
+        raise click.ClickException(str(exc)) from None
+    dest = out or table_path(cfg.hook)
+    table.write(dest)
+    click.echo(f"wrote {dest}: {len(table.profiles)} profiles, partitions "
+               f"{','.join(table.partitions)}, valid for {table.max_age_s} s")
+
+
+@hook.command("install")
+@click.option("--conf-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("/etc/slurm"), show_default=True,
+              help="The directory of slurm.conf (job_submit/lua loads job_submit.lua there).")
+@click.option("--write", is_flag=True, help="Copy job_submit.lua there (else only print).")
+def install_cmd(conf_dir: Path, write: bool) -> None:
+    """Install the hook for admins: copy job_submit.lua beside slurm.conf and print the
+    slurm.conf line to add. Then `scontrol reconfigure` loads it."""
+    dest = conf_dir / "job_submit.lua"
+    if write:
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_suffix(".lua.new")
+        shutil.copyfile(HOOK_SCRIPT, tmp)
+        tmp.chmod(0o644)
+        tmp.replace(dest)
+        click.echo(f"installed {dest}")
+    else:
+        click.echo(f"cp {HOOK_SCRIPT} {dest}")
+    click.echo("# add to slurm.conf (or append lua to an existing JobSubmitPlugins list):")
+    click.echo("JobSubmitPlugins=lua")
+    click.echo("# then: scontrol reconfigure")
+    click.echo(f"# kill switch: touch {conf_dir / DISABLE_NAME}")
+
+
+@hook.command("failsafe")
+@CONFIG_OPTION
+@click.option("--dry-run", is_flag=True, help="Only list the jobs it would release.")
+def failsafe_cmd(config_path, dry_run: bool) -> None:
+    """Release jobs the hook held if the table is stale or missing (controller down).
+
+    Run it from a timer (docs/synergy-failsafe.timer) so that no job stays held because
+    the controller stopped. Does nothing while the table is fresh.
+    """
+    cfg = _config(config_path)
+    path = table_path(cfg.hook)
+    try:
+        table = parse_table(path.read_text())
+        fresh = time.time() - table.generated_at <= table.max_age_s
+    except (OSError, TableError):
+        fresh = False
+    if fresh:
+        click.echo("table is fresh: the controller is running; nothing to do")
+        return
+    cli = SlurmCLI(cfg.slurm.conf or None, timeout_s=cfg.slurm.timeout_s)
+    try:
+        snap = SlurmReader(cli).snapshot()
+    except SlurmError as exc:
+        raise click.ClickException(str(exc)) from None
+    held = [j for j in snap.jobs if j.pending and j.priority == 0
+            and "synergy.held=1" in j.admin_comment]
+    writer = SlurmWriter(cli, enforce=not dry_run)
+    for job in held:
+        if dry_run:
+            click.echo(f"would release {job.job_id}")
+            continue
+        try:
+            writer.release(job.job_id)
+            click.echo(f"released {job.job_id}")
+        except (SlurmError, NotEnforcing) as exc:
+            click.echo(f"could not release {job.job_id}: {exc}", err=True)
+    if not held:
+        click.echo("no held synergy jobs")

@@ -1,0 +1,121 @@
+"""synergy-slurm's configuration: one TOML file (``/etc/slurm/synergy.toml`` by default).
+
+Every key has a default; an unknown key or a value of the wrong type is an error that names
+the key, so a typo never silently changes behaviour.
+
+    [slurm]
+    conf = "/etc/slurm/slurm.conf"      # SLURM_CONF for the commands we run
+    timeout_s = 30
+
+    [hook]
+    dir = "/etc/slurm"                  # where job_submit.lua and its table live
+    partitions = ["gpu"]
+    default_partition = "gpu"
+    optout_users = []                   # user names whose jobs synergy never touches
+    hold_unknown = true                 # hold jobs without a known profile until shaped
+    hold_known = false                  # known profiles start at once with their shape
+    override_user_shape = false         # may synergy change an explicit --cpus-per-gpu?
+    max_age_s = 120                     # an older table means "controller down"
+
+    [profiles]
+    file = ""                           # profiles JSON (model_profiles.json shape)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PATH = Path("/etc/slurm/synergy.toml")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SlurmSection:
+    conf: str = ""
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class HookSection:
+    dir: str = "/etc/slurm"
+    partitions: tuple[str, ...] = ("gpu",)
+    default_partition: str = "gpu"
+    optout_users: tuple[str, ...] = ()
+    hold_unknown: bool = True
+    hold_known: bool = False
+    override_user_shape: bool = False
+    max_age_s: int = 120
+
+
+@dataclass(frozen=True)
+class ProfilesSection:
+    file: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    slurm: SlurmSection = field(default_factory=SlurmSection)
+    hook: HookSection = field(default_factory=HookSection)
+    profiles: ProfilesSection = field(default_factory=ProfilesSection)
+    path: str = ""
+
+
+SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSection}
+
+
+def load_config(path: str | Path | None = None, missing_ok: bool = True) -> Config:
+    p = Path(path) if path else DEFAULT_PATH
+    if not p.exists():
+        if missing_ok and path is None:
+            return Config()
+        raise ConfigError(f"config file {p} not found")
+    try:
+        doc = tomllib.loads(p.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return config_from_dict(doc, str(p))
+
+
+def config_from_dict(doc: dict[str, Any], path: str = "") -> Config:
+    built: dict[str, Any] = {}
+    for name, value in doc.items():
+        cls = SECTIONS.get(name)
+        if cls is None:
+            raise ConfigError(f"{path}: unknown section [{name}] "
+                              f"(known: {', '.join(SECTIONS)})")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: [{name}] must be a table")
+        built[name] = _section(cls, value, f"{path}: [{name}]")
+    return Config(**built, path=path)
+
+
+def _section(cls: type, values: dict[str, Any], where: str) -> Any:
+    known = {f.name: f for f in fields(cls)}
+    kwargs = {}
+    for key, val in values.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+        default = known[key].default
+        if isinstance(default, bool):
+            ok = isinstance(val, bool)
+        elif isinstance(default, int):
+            ok = isinstance(val, int) and not isinstance(val, bool)
+        elif isinstance(default, float):
+            ok = isinstance(val, int | float) and not isinstance(val, bool)
+            val = float(val)
+        elif isinstance(default, tuple):
+            ok = isinstance(val, list) and all(isinstance(v, str) for v in val)
+            val = tuple(val) if ok else val
+        else:
+            ok = isinstance(val, str)
+        if not ok:
+            raise ConfigError(f"{where}: {key} = {val!r} has the wrong type "
+                              f"(expected {type(default).__name__})")
+        kwargs[key] = val
+    return cls(**kwargs)

@@ -1,0 +1,38 @@
+"""Building the hook table from the config, the profiles and the cluster's node size."""
+
+from __future__ import annotations
+
+import pwd
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..config import HookSection
+from ..core import Profile
+from .table import TABLE_NAME, HookTable, profile_shapes
+
+
+def user_uids(names: tuple[str, ...]) -> tuple[int, ...]:
+    """Resolve opt-out user names (unknown names are skipped: they cannot submit)."""
+    uids = []
+    for name in names:
+        try:
+            uids.append(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            continue
+    return tuple(uids)
+
+
+def build_table(hook: HookSection, profiles: Mapping[str, Profile], node_cpus: int,
+                node_mem_mb: int, node_gpus: int, now: float | None = None) -> HookTable:
+    return HookTable(
+        generated_at=int(time.time() if now is None else now), node_cpus=node_cpus,
+        node_mem_mb=node_mem_mb, node_gpus=node_gpus, partitions=hook.partitions,
+        default_partition=hook.default_partition, optout_uids=user_uids(hook.optout_users),
+        profiles=profile_shapes(profiles, node_cpus, node_mem_mb), max_age_s=hook.max_age_s,
+        hold_unknown=hook.hold_unknown, hold_known=hook.hold_known,
+        override_user_shape=hook.override_user_shape)
+
+
+def table_path(hook: HookSection) -> Path:
+    return Path(hook.dir) / TABLE_NAME

@@ -1,0 +1,79 @@
+"""Reading the job-shaping options of an sbatch command line into a hook Submission.
+
+Only the options the hook looks at are interpreted; every other option is accepted and
+ignored (it passes to sbatch unchanged). Values are turned into the TRES strings slurmctld
+puts in job_desc, e.g. ``--gpus=2`` -> ``tres_per_job=gres:gpu:2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+
+from .rules import Submission
+
+
+class SbatchArgError(ValueError):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    p.add_argument("-G", "--gpus")
+    p.add_argument("--gpus-per-node")
+    p.add_argument("--gpus-per-task")
+    p.add_argument("--gpus-per-socket")
+    p.add_argument("--gres")
+    p.add_argument("--cpus-per-gpu")
+    p.add_argument("--mem-per-gpu")
+    p.add_argument("--mem")
+    p.add_argument("--mem-per-cpu")
+    p.add_argument("-p", "--partition")
+    p.add_argument("--comment")
+    return p
+
+
+def _tres(value: str | None, what: str) -> str:
+    """``2`` -> ``gres:gpu:2``; ``a100:2`` -> ``gres:gpu:a100:2``."""
+    if value is None:
+        return ""
+    v = value.strip()
+    if not re.fullmatch(r"(?:[A-Za-z0-9_.\-]+:)?\d+", v):
+        raise SbatchArgError(f"{what}: expected [type:]count, got {value!r}")
+    return f"gres:gpu:{v}"
+
+
+def _gres(value: str | None) -> str:
+    """``--gres=gpu:2`` / ``gpu:a100:2`` / ``gpu`` -> per-node TRES (non-GPU gres dropped)."""
+    if value is None:
+        return ""
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if item == "gpu":
+            out.append("gres:gpu:1")
+        elif item.startswith("gpu:"):
+            out.append("gres:" + item)
+    return ",".join(out)
+
+
+def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
+    try:
+        ns, _ = _parser().parse_known_args(list(args))
+    except argparse.ArgumentError as exc:
+        raise SbatchArgError(str(exc)) from None
+    for opt in ("cpus_per_gpu",):
+        v = getattr(ns, opt)
+        if v is not None and not re.fullmatch(r"\d+", v.strip()):
+            raise SbatchArgError(f"--cpus-per-gpu: expected a number, got {v!r}")
+    per_node = ",".join(x for x in (_tres(ns.gpus_per_node, "--gpus-per-node"),
+                                    _gres(ns.gres)) if x)
+    return Submission(
+        uid=uid, partition=(ns.partition or "").split(",")[0], comment=ns.comment or "",
+        tres_per_job=_tres(ns.gpus, "--gpus"), tres_per_node=per_node,
+        tres_per_task=_tres(ns.gpus_per_task, "--gpus-per-task"),
+        tres_per_socket=_tres(ns.gpus_per_socket, "--gpus-per-socket"),
+        cpus_per_tres=f"gres:gpu:{ns.cpus_per_gpu}" if ns.cpus_per_gpu else "",
+        mem_per_tres=f"gres:gpu:{ns.mem_per_gpu}" if ns.mem_per_gpu else "",
+        mem_per_node=ns.mem is not None, mem_per_cpu=ns.mem_per_cpu is not None)

@@ -1,0 +1,146 @@
+"""The hook table: what job_submit.lua knows (profile shapes, partitions, opt-outs, holds).
+
+A line format a few lines of Lua can parse without a JSON library; written atomically
+(write a temporary file, then rename) so the hook never reads half a table. The controller
+rewrites it every round: its ``generated_at`` is the controller's heartbeat, and the hook
+ignores a table older than ``max_age_s`` (no shaping, no holds).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core import Profile
+
+TABLE_NAME = "synergy-hook.table"
+DISABLE_NAME = "synergy-hook.disable"
+KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+PARTITION_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+class TableError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class HookTable:
+    generated_at: int
+    node_cpus: int
+    node_mem_mb: int
+    node_gpus: int
+    partitions: tuple[str, ...] = ("gpu",)
+    default_partition: str = "gpu"
+    optout_uids: tuple[int, ...] = ()
+    profiles: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # key -> (C, MB)
+    max_age_s: int = 300
+    hold_unknown: bool = False
+    hold_known: bool = False
+    override_user_shape: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("node_cpus", "node_mem_mb", "node_gpus", "max_age_s"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise TableError(f"{name} must be a positive integer, got {v!r}")
+        for p in (*self.partitions, self.default_partition):
+            if not PARTITION_RE.match(p):
+                raise TableError(f"bad partition name {p!r}")
+        for key, (c, m) in self.profiles.items():
+            if not KEY_RE.match(key):
+                raise TableError(f"bad profile key {key!r}")
+            if not (isinstance(c, int) and 1 <= c <= self.node_cpus):
+                raise TableError(f"profile {key}: cores/GPU {c!r} not in 1..{self.node_cpus}")
+            if not (isinstance(m, int) and 1 <= m <= self.node_mem_mb):
+                raise TableError(f"profile {key}: MB/GPU {m!r} not in 1..{self.node_mem_mb}")
+
+    def render(self) -> str:
+        lines = ["# synergy-slurm hook table: written by the controller, read by "
+                 "job_submit.lua", "version 1", f"generated_at {self.generated_at}",
+                 f"max_age_s {self.max_age_s}", f"hold_unknown {int(self.hold_unknown)}",
+                 f"hold_known {int(self.hold_known)}",
+                 f"override_user_shape {int(self.override_user_shape)}",
+                 f"node_cpus {self.node_cpus}", f"node_mem_mb {self.node_mem_mb}",
+                 f"node_gpus {self.node_gpus}", f"default_partition {self.default_partition}"]
+        lines += [f"partition {p}" for p in self.partitions]
+        lines += [f"optout_uid {u}" for u in sorted(self.optout_uids)]
+        lines += [f"profile {k} {c} {m}" for k, (c, m) in sorted(self.profiles.items())]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, self.render())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".synergy-hook.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def parse_table(text: str) -> HookTable:
+    """The Python reading of the table (for ``explain``): same fields, same checks."""
+    vals: dict[str, str] = {}
+    parts: list[str] = []
+    uids: list[int] = []
+    profs: dict[str, tuple[int, int]] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, _, rest = line.partition(" ")
+        if name == "partition":
+            parts.append(rest)
+        elif name == "optout_uid":
+            uids.append(int(rest))
+        elif name == "profile":
+            bits = rest.split()
+            if len(bits) == 3:
+                try:
+                    profs[bits[0]] = (int(bits[1]), int(bits[2]))
+                except ValueError:
+                    continue
+        else:
+            vals[name] = rest
+    if vals.get("version") != "1":
+        raise TableError("not a version 1 hook table")
+    try:
+        table = HookTable(
+            generated_at=int(vals["generated_at"]), node_cpus=int(vals["node_cpus"]),
+            node_mem_mb=int(vals["node_mem_mb"]), node_gpus=int(vals["node_gpus"]),
+            partitions=tuple(parts), default_partition=vals.get("default_partition", ""),
+            optout_uids=tuple(uids), max_age_s=int(vals["max_age_s"]),
+            hold_unknown=vals.get("hold_unknown") == "1",
+            hold_known=vals.get("hold_known") == "1",
+            override_user_shape=vals.get("override_user_shape") == "1")
+    except (KeyError, ValueError) as exc:
+        raise TableError(f"incomplete hook table: {exc}") from None
+    # Out-of-range profiles are dropped one by one, as the Lua does.
+    good = {k: v for k, v in profs.items() if KEY_RE.match(k)
+            and 1 <= v[0] <= table.node_cpus and 1 <= v[1] <= table.node_mem_mb}
+    return HookTable(**{**table.__dict__, "profiles": good})
+
+
+def profile_shapes(profiles: Mapping[str, Profile], node_cpus: int,
+                   node_mem_mb: int) -> dict[str, tuple[int, int]]:
+    """Per profile key, the ideal share per GPU in Slurm's units (cores, MB), capped at a
+    node."""
+    out = {}
+    for key, prof in profiles.items():
+        if prof.ideal is None or not KEY_RE.match(key):
+            continue
+        c = max(1, min(int(prof.ideal.cpus), node_cpus))
+        m = max(1, min(round(prof.ideal.mem_gb * 1000), node_mem_mb))
+        out[key] = (c, m)
+    return out

@@ -1,0 +1,45 @@
+"""Generated sbatch option sets for the parity tests."""
+
+from __future__ import annotations
+
+import random
+
+KNOWN = ("res18", "gnmt", "alexnet")
+
+
+def option_sets(n: int, seed: int = 1, typed: bool = True, partitions=("gpu", "cpu"),
+                ) -> list[list[str]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        opts: list[str] = []
+        kind = rng.choice(["gpus", "gpus-per-node", "gres", "gpus-per-task", "none"])
+        g = rng.choice([1, 1, 2, 3, 4, 8])
+        t = "a100:" if typed and rng.random() < 0.15 else ""
+        if kind == "gpus":
+            opts.append(f"--gpus={t}{g}")
+        elif kind == "gpus-per-node":
+            opts.append(f"--gpus-per-node={t}{g}")
+        elif kind == "gres":
+            opts.append(f"--gres=gpu:{t}{g}")
+        elif kind == "gpus-per-task":
+            opts += [f"--ntasks={rng.choice([1, 2])}", f"--gpus-per-task={t}{min(g, 4)}"]
+        # Per-GPU options without GPUs are sbatch's own error: only with a GPU request.
+        if kind != "none" and rng.random() < 0.25:
+            opts.append(f"--cpus-per-gpu={rng.randint(1, 3)}")
+        mem = rng.random()
+        if kind != "none" and mem < 0.15:
+            opts.append(f"--mem-per-gpu={rng.choice([1000, 20000, 62500])}")
+        elif mem < 0.25:
+            opts.append("--mem=10G")
+        c = rng.random()
+        if c < 0.55:
+            opts.append(f"--comment=synergy:profile={rng.choice(KNOWN)}")
+        elif c < 0.65:
+            opts.append("--comment=synergy:profile=unknownkey")
+        elif c < 0.7:
+            opts.append("--comment=synergy:off")
+        if rng.random() < 0.3:
+            opts.append(f"--partition={rng.choice(partitions)}")
+        out.append(opts)
+    return out

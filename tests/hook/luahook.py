@@ -1,0 +1,57 @@
+"""Running job_submit.lua under Debian's lua5.1 with a mock ``slurm`` table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from synergy_slurm.hook.rules import Submission
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).with_name("lua_driver.lua")
+
+
+@dataclass(frozen=True)
+class LuaResult:
+    cpus_per_tres: str
+    mem_per_tres: str
+    priority: str
+    admin_comment: str
+    rc: str
+
+
+def job_desc(sub: Submission) -> dict[str, str]:
+    d = {"partition": sub.partition, "comment": sub.comment,
+         "tres_per_job": sub.tres_per_job, "tres_per_node": sub.tres_per_node,
+         "tres_per_task": sub.tres_per_task, "tres_per_socket": sub.tres_per_socket,
+         "cpus_per_tres": sub.cpus_per_tres, "mem_per_tres": sub.mem_per_tres}
+    d = {k: v for k, v in d.items() if v}
+    if sub.mem_per_node:
+        d["pn_min_memory"] = "10240"
+    if sub.mem_per_cpu:
+        d["min_mem_per_cpu"] = "2048"
+    return d
+
+
+def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]]],
+            lfs: bool = True) -> tuple[list[LuaResult], str]:
+    lua = shutil.which("lua5.1")
+    assert lua, "lua5.1 missing (scripts/bootstrap-system.sh installs it)"
+    if not (hook_dir / "job_submit.lua").exists():
+        shutil.copyfile(REPO / "job_submit_hook" / "job_submit.lua", hook_dir / "job_submit.lua")
+    lines = []
+    for uid, fields in cases:
+        for v in fields.values():
+            assert "\t" not in v and "\n" not in v, "the driver's case format has no escapes"
+        lines.append("\t".join([str(uid), *(f"{k}={v}" for k, v in fields.items())]))
+    cases_file = hook_dir / "cases.tsv"
+    cases_file.write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, SYNERGY_TEST_NO_LFS="0" if lfs else "1")
+    proc = subprocess.run([lua, str(DRIVER), str(hook_dir), str(cases_file)], env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    out = [LuaResult(*(line.split("\t") + [""] * 5)[:5])
+           for line in proc.stdout.splitlines()]
+    return out, proc.stderr

@@ -1,0 +1,158 @@
+"""job_submit.lua under lua5.1 with a mock slurm table: every rule, and bad input."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from synergy_slurm.hook.table import DISABLE_NAME, TABLE_NAME, HookTable
+
+from .luahook import run_lua
+
+NOW = int(time.time())
+
+
+def table(**kw) -> HookTable:
+    base = dict(generated_at=NOW, node_cpus=24, node_mem_mb=500000, node_gpus=8,
+                partitions=("gpu",), default_partition="gpu", optout_uids=(4242,),
+                profiles={"res18": (9, 62500), "gnmt": (1, 20000), "alexnet": (12, 125000)},
+                max_age_s=120, hold_unknown=True, hold_known=False)
+    base.update(kw)
+    return HookTable(**base)
+
+
+@pytest.fixture
+def hook_dir(tmp_path: Path) -> Path:
+    table().write(tmp_path / TABLE_NAME)
+    return tmp_path
+
+
+def one(hook_dir, fields, uid=1000):
+    (res,), logs = run_lua(hook_dir, [(uid, fields)])
+    return res, logs
+
+
+def test_known_profile_is_shaped_and_tagged(hook_dir):
+    r, _ = one(hook_dir, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
+    assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:9", "gres:gpu:62500")
+    assert r.admin_comment == "synergy.managed=1 synergy.profile=res18" and r.priority == ""
+    assert r.rc == "0"
+
+
+def test_unknown_profile_is_tagged_and_held_but_not_shaped(hook_dir):
+    r, _ = one(hook_dir, {"tres_per_node": "gres:gpu:2", "comment": "synergy:profile=bert"})
+    assert (r.cpus_per_tres, r.mem_per_tres) == ("", "")
+    assert r.priority == "0" and "synergy.held=1" in r.admin_comment
+
+
+def test_non_gpu_jobs_and_other_partitions_pass_untouched(hook_dir):
+    for fields in ({"comment": "synergy:profile=res18"},
+                   {"tres_per_node": "gres:mps:100"},
+                   {"tres_per_job": "gres:gpu:1", "partition": "cpu"},
+                   {"tres_per_job": "gres:gpu:1", "comment": "x synergy:off"}):
+        r, _ = one(hook_dir, fields)
+        assert (r.cpus_per_tres, r.mem_per_tres, r.priority, r.admin_comment) == \
+            ("", "", "", ""), fields
+
+
+def test_opted_out_user_passes_untouched(hook_dir):
+    r, _ = one(hook_dir, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"},
+               uid=4242)
+    assert (r.cpus_per_tres, r.admin_comment) == ("", "")
+
+
+def test_explicit_user_shape_is_respected_unless_overridden(tmp_path):
+    fields = {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18",
+              "cpus_per_tres": "gres:gpu:2", "pn_min_memory": "10240"}
+    table().write(tmp_path / TABLE_NAME)
+    r, _ = one(tmp_path, fields)
+    assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:2", "")
+    table(override_user_shape=True).write(tmp_path / TABLE_NAME)
+    time.sleep(0.01)
+    (r,), _ = run_lua(tmp_path, [(1, fields)])
+    # Cores may be overridden; memory never, since --mem cannot combine with memory/GPU.
+    assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:9", "")
+
+
+def test_multi_gpu_shapes_are_capped_to_a_node(hook_dir):
+    r, _ = one(hook_dir, {"tres_per_job": "gres:gpu:8", "comment": "synergy:profile=alexnet"})
+    assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:3", "gres:gpu:62500")
+    r, _ = one(hook_dir, {"tres_per_node": "gres:gpu:2", "comment": "synergy:profile=alexnet"})
+    assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:12", "gres:gpu:125000")
+
+
+@pytest.mark.parametrize("content", [
+    None,                                            # missing
+    "garbage\n\x00\xff not a table",                 # corrupt
+    "version 2\n",                                   # other version
+    "version 1\ngenerated_at soon\n",                # incomplete
+])
+def test_missing_or_corrupt_table_passes_jobs_unchanged(tmp_path, content):
+    if content is not None:
+        (tmp_path / TABLE_NAME).write_bytes(content.encode("utf-8", "surrogateescape"))
+    r, logs = one(tmp_path, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
+    assert (r.cpus_per_tres, r.priority, r.admin_comment, r.rc) == ("", "", "", "0")
+    assert logs.count("synergy hook:") >= 1
+
+
+def test_absurd_table_values_are_ignored(tmp_path):
+    text = table().render().replace("profile res18 9 62500", "profile res18 -3 62500")
+    text += "profile huge 99999 1\nprofile nan abc def\nprofile frac 2.5 100\n"
+    (tmp_path / TABLE_NAME).write_text(text)
+    cases = [(1, {"tres_per_job": "gres:gpu:1", "comment": f"synergy:profile={k}"})
+             for k in ("res18", "huge", "nan", "frac", "gnmt")]
+    res, _ = run_lua(tmp_path, cases)
+    assert [r.cpus_per_tres for r in res] == ["", "", "", "", "gres:gpu:1"]
+    assert all(r.rc == "0" for r in res)
+
+
+def test_stale_table_and_disable_file_pass_everything(tmp_path):
+    table(generated_at=NOW - 1000).write(tmp_path / TABLE_NAME)
+    r, logs = one(tmp_path, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
+    assert (r.cpus_per_tres, r.priority, r.admin_comment) == ("", "", "")
+    assert "stale" in logs
+    other = tmp_path / "d"
+    other.mkdir()
+    table().write(other / TABLE_NAME)
+    (other / DISABLE_NAME).touch()
+    r, _ = one(other, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
+    assert (r.cpus_per_tres, r.priority, r.admin_comment) == ("", "", "")
+
+
+@pytest.mark.parametrize("comment", [
+    'synergy:profile=res18"; os.execute("touch /tmp/pwned") --',
+    "synergy:profile=%s%d%[",
+    "synergy:profile=" + "a" * 5000,
+    "synergy:profile=res18\nsynergy:profile=alexnet",
+    "synergy:profile=../../etc/passwd",
+    "'; DROP TABLE jobs; --",
+])
+def test_hostile_comments_change_nothing_they_should_not(hook_dir, comment):
+    fields = {"tres_per_job": "gres:gpu:1", "comment": comment.replace("\n", " ")}
+    r, _ = one(hook_dir, fields)
+    assert r.rc == "0"
+    assert not Path("/tmp/pwned").exists()
+    # Only a real key from the table can shape a job; the tag never carries user text
+    # other than a key that matched [A-Za-z0-9_.:-]{1,64}.
+    assert r.cpus_per_tres in ("", "gres:gpu:9")
+    assert all(tok.startswith("synergy.") for tok in r.admin_comment.split())
+    assert len(r.admin_comment) < 120
+
+
+def test_an_error_inside_the_hook_lets_the_job_through(hook_dir):
+    r, logs = one(hook_dir, {"tres_per_job": "gres:gpu:1", "explode": "1"})
+    assert r.rc == "0" and (r.cpus_per_tres, r.admin_comment) == ("", "")
+    assert "error, job passed unchanged" in logs
+
+
+def test_without_luafilesystem_the_hook_still_works(hook_dir):
+    cases = [(1, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"}),
+             (1, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=gnmt"})]
+    res, logs = run_lua(hook_dir, cases, lfs=False)
+    assert [r.cpus_per_tres for r in res] == ["gres:gpu:9", "gres:gpu:1"]
+    assert "lfs false" in logs
+    (hook_dir / DISABLE_NAME).touch()
+    res, _ = run_lua(hook_dir, cases, lfs=False)
+    assert [r.cpus_per_tres for r in res] == ["", ""]
