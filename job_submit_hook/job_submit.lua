@@ -3,8 +3,9 @@ synergy-slurm job_submit hook (JobSubmitPlugins=lua; Slurm loads job_submit.lua 
 directory of slurm.conf).
 
 For GPU jobs in enabled partitions whose user did not opt out, it
-  * tags the job: admin_comment gets "synergy.managed=1" (plus "synergy.profile=KEY" and
-    "synergy.held=1" when they apply); users cannot set admin_comment, so the tag is ours;
+  * tags the job: admin_comment gets "synergy.managed=1" (plus ",synergy.profile=KEY" and
+    ",synergy.held=1" when they apply; comma-separated, no spaces); users cannot set
+    admin_comment, so the tag is ours;
   * when the job's comment carries "synergy:profile=KEY" and the table knows KEY, sets its
     cores per GPU and memory per GPU from the table (capped to a node), unless the user gave
     --cpus-per-gpu / --mem-per-gpu / --mem themselves and the site does not allow overriding;
@@ -177,7 +178,7 @@ end
 local function append_admin_comment(job_desc, tags)
     local old = job_desc.admin_comment
     if old ~= nil and old ~= "" then
-        job_desc.admin_comment = old .. " " .. tags
+        job_desc.admin_comment = old .. "," .. tags
     else
         job_desc.admin_comment = tags
     end
@@ -225,7 +226,7 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
     local set_cpus, set_mem = nil, nil
     local hold = t.hold_unknown
     if prof then
-        tags = tags .. " synergy.profile=" .. key
+        tags = tags .. ",synergy.profile=" .. key
         local user_cpus = is_set(job_desc.cpus_per_tres)
         local user_mem = is_set(job_desc.mem_per_tres) or is_set(job_desc.pn_min_memory)
             or is_set(job_desc.min_mem_per_cpu)
@@ -242,7 +243,7 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
         end
         hold = t.hold_known
     end
-    if hold then tags = tags .. " synergy.held=1" end
+    if hold then tags = tags .. ",synergy.held=1" end
 
     if set_cpus then job_desc.cpus_per_tres = "gres:gpu:" .. set_cpus end
     if set_mem then job_desc.mem_per_tres = "gres:gpu:" .. set_mem end

@@ -19,6 +19,19 @@ the key, so a typo never silently changes behaviour.
 
     [profiles]
     file = ""                           # profiles JSON (model_profiles.json shape)
+
+    [controller]
+    mode = "observe"                    # observe | advise | enforce
+    policy = "fifo"                     # fifo | srtf | las | ftf
+    allocator = "tune"                  # proportional | greedy | tune | tune-ref | opt
+    interval_s = 30.0                   # seconds between rounds
+    state_db = "/var/lib/synergy/state.db"
+    audit_log = "/var/log/synergy/audit.jsonl"
+    restart_cost_s = 120.0              # what a requeue costs a running job
+    requeue_min_interval_s = 1800.0     # never requeue a job more often
+    requeue_budget = 2                  # requeues per round at most
+    metrics_port = 0                    # Prometheus metrics on this port (0: off)
+    write_hook_table = true             # refresh the hook table every round (heartbeat)
 """
 
 from __future__ import annotations
@@ -58,15 +71,43 @@ class ProfilesSection:
     file: str = ""
 
 
+MODES = ("observe", "advise", "enforce")
+
+
+@dataclass(frozen=True)
+class ControllerSection:
+    mode: str = "observe"
+    policy: str = "fifo"
+    allocator: str = "tune"
+    interval_s: float = 30.0
+    state_db: str = "/var/lib/synergy/state.db"
+    audit_log: str = "/var/log/synergy/audit.jsonl"
+    restart_cost_s: float = 120.0
+    requeue_min_interval_s: float = 1800.0
+    requeue_budget: int = 2
+    metrics_port: int = 0
+    write_hook_table: bool = True
+    max_backoff_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"[controller] mode must be one of {', '.join(MODES)}, "
+                              f"got {self.mode!r}")
+        if self.interval_s <= 0:
+            raise ConfigError("[controller] interval_s must be positive")
+
+
 @dataclass(frozen=True)
 class Config:
     slurm: SlurmSection = field(default_factory=SlurmSection)
     hook: HookSection = field(default_factory=HookSection)
     profiles: ProfilesSection = field(default_factory=ProfilesSection)
+    controller: ControllerSection = field(default_factory=ControllerSection)
     path: str = ""
 
 
-SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSection}
+SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSection,
+            "controller": ControllerSection}
 
 
 def load_config(path: str | Path | None = None, missing_ok: bool = True) -> Config:

@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from .controller_cmd import controller, status_cmd
 from .devcluster_cmd import dev_cluster
 from .hook_cmd import hook
 from .plan_cmd import plan_cmd
@@ -30,3 +31,9 @@ main.add_command(plan_cmd)
 main.add_command(simulate_cmd)
 main.add_command(dev_cluster)
 main.add_command(hook)
+main.add_command(controller)
+main.add_command(status_cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .devconf import DevClusterSpec, write_config
+from .devconf import DevClusterSpec, slurm_conf, write_config
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,11 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
     ensure_installed(install)
     t0 = time.monotonic()
     if is_running(spec):
+        if spec.conf_path.read_text() != slurm_conf(spec):
+            raise DevClusterError(
+                f"a dev cluster with another configuration (nodes, ports or --hook) runs in "
+                f"{spec.state_dir}; stop it first: synergy dev-cluster down --dir "
+                f"{spec.state_dir}")
         log.info("dev cluster already running in %s", spec.state_dir)
         wait_idle(spec, timeout_s)
         return time.monotonic() - t0

@@ -57,7 +57,24 @@ class SlurmJob:
     submit_time: int = 0
     start_time: int = 0
     array_job_id: int | None = None
+    array_task_id: int | None = None
     het_job_id: int | None = None
+    time_limit_s: int | None = None
+    eligible_time: int = 0
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """synergy's own ``synergy.key=value`` tags in admin_comment (hook and controller)."""
+        out = {}
+        for tok in self.admin_comment.replace(" ", ",").split(","):
+            if tok.startswith("synergy.") and "=" in tok:
+                k, v = tok[len("synergy."):].split("=", 1)
+                out[k] = v
+        return out
+
+    @property
+    def held_by_synergy(self) -> bool:
+        return self.pending and self.priority == 0 and self.tags.get("held") == "1"
 
     @property
     def has_gpus(self) -> bool:

@@ -223,6 +223,7 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
     reason = text(rec.get("state_reason"))
     array_id = num(rec.get("array_job_id"), 0) or None
     het_id = num(rec.get("het_job_id"), 0) or None
+    limit_min = num(rec.get("time_limit"), None)
     return SlurmJob(
         job_id=job_id,
         user=text(rec.get("user_name")) or str(num(rec.get("user_id"), -1)),
@@ -254,7 +255,10 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
         submit_time=num(rec.get("submit_time"), 0) or 0,
         start_time=num(rec.get("start_time"), 0) or 0,
         array_job_id=array_id,
+        array_task_id=num(rec.get("array_task_id"), None),
         het_job_id=het_id,
+        time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
+        eligible_time=num(rec.get("eligible_time"), 0) or 0,
     )
 
 

@@ -62,7 +62,7 @@ def test_known_profile_starts_with_the_table_shape(hook_etc, slurm_cli, tmp_path
     assert "cpus=9" in out.read_text()
     fields = SlurmReader(slurm_cli).job_fields(jid)
     assert fields["CpusPerTres"] == "gres:gpu:9" and fields["MemPerTres"] == "gres:gpu:62500"
-    assert "synergy.managed=1 synergy.profile=res18" in fields.get("AdminComment", "")
+    assert "synergy.managed=1,synergy.profile=res18" in fields.get("AdminComment", "")
 
 
 def test_unknown_key_non_gpu_and_no_table_pass_untouched(hook_etc, slurm_cli, tmp_path):

@@ -37,7 +37,7 @@ def one(hook_dir, fields, uid=1000):
 def test_known_profile_is_shaped_and_tagged(hook_dir):
     r, _ = one(hook_dir, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
     assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:9", "gres:gpu:62500")
-    assert r.admin_comment == "synergy.managed=1 synergy.profile=res18" and r.priority == ""
+    assert r.admin_comment == "synergy.managed=1,synergy.profile=res18" and r.priority == ""
     assert r.rc == "0"
 
 
@@ -137,7 +137,7 @@ def test_hostile_comments_change_nothing_they_should_not(hook_dir, comment):
     # Only a real key from the table can shape a job; the tag never carries user text
     # other than a key that matched [A-Za-z0-9_.:-]{1,64}.
     assert r.cpus_per_tres in ("", "gres:gpu:9")
-    assert all(tok.startswith("synergy.") for tok in r.admin_comment.split())
+    assert all(tok.startswith("synergy.") for tok in r.admin_comment.split(","))
     assert len(r.admin_comment) < 120
 
 

@@ -1,0 +1,2 @@
+"""The controller: Synergy's rounds on a live Slurm cluster (observe, plan, reconcile, act,
+record)."""

@@ -1,0 +1,89 @@
+"""Reconcile: compare the plan with what Slurm has, and produce the fewest actions.
+
+- A pending job the hook held (never scheduled, so Slurm can still lower it): give it the
+  planned shape and release it when the plan runs it this round; keep it held otherwise.
+- A pending job Slurm has already scheduled: only raise its cores (Slurm 22.05 ignores
+  lowering them, see SLURM_FACTS.md); memory follows when the cores are not lowered.
+- A running job: requeued into a larger shape only when it opted in, the gain over its
+  remaining time beats the restart cost, it was not requeued recently and the round's
+  budget allows (see :func:`requeue_upgrades`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core import PerGpu, Plan
+from ..slurm.model import SlurmJob
+from ..slurm.writer import Shape
+from .observe import MB_PER_GB
+
+SHAPE_RELEASE = "shape-release"
+RELEASE = "release"
+RAISE = "raise"
+REQUEUE = "requeue"
+CANNOT = "cannot"   # a wanted change Slurm would ignore; recorded, not sent
+
+
+@dataclass(frozen=True)
+class Action:
+    job_id: int
+    kind: str
+    before: Shape | None
+    after: Shape | None
+    reason: str
+    user: str = ""
+
+    @property
+    def mutating(self) -> bool:
+        return self.kind in (SHAPE_RELEASE, RELEASE, RAISE, REQUEUE)
+
+    def as_dict(self) -> dict:
+        def shape(s: Shape | None) -> dict | None:
+            return None if s is None else {"cpus_per_gpu": s.cpus_per_gpu,
+                                           "mem_per_gpu_mb": s.mem_per_gpu_mb}
+        return {"job_id": self.job_id, "action": self.kind, "before": shape(self.before),
+                "after": shape(self.after), "reason": self.reason}
+
+
+def to_shape(share: PerGpu) -> Shape:
+    return Shape(int(share.cpus), max(1, round(share.mem_gb * MB_PER_GB)))
+
+
+def current_shape(job: SlurmJob, fair: PerGpu) -> Shape:
+    """The shape the job has or will get: its own request, else the partition defaults."""
+    c = job.cpus_per_gpu or fair.cpus
+    if job.mem_per_gpu_mb:
+        m = job.mem_per_gpu_mb
+    elif job.mem_per_node_mb and job.gpus:
+        per_node = job.gpus_per_node or job.gpus
+        m = max(1, job.mem_per_node_mb // max(1, per_node))
+    else:
+        m = round(fair.mem_gb * MB_PER_GB)
+    return Shape(int(c), int(m))
+
+
+def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu) -> list[Action]:
+    planned = plan.by_job()
+    out: list[Action] = []
+    for job in jobs:
+        alloc = planned.get(job.job_id)
+        if alloc is None:
+            continue
+        before = current_shape(job, fair)
+        after = to_shape(alloc.share)
+        why = f"{alloc.how} share, speedup {alloc.speedup:.2f}x"
+        if job.held_by_synergy:
+            if after != before or job.cpus_per_gpu is None:
+                out.append(Action(job.job_id, SHAPE_RELEASE, before, after, why, job.user))
+            else:
+                out.append(Action(job.job_id, RELEASE, before, after, why, job.user))
+        elif after.cpus_per_gpu > before.cpus_per_gpu or (
+                after.cpus_per_gpu == before.cpus_per_gpu
+                and after.mem_per_gpu_mb != before.mem_per_gpu_mb):
+            out.append(Action(job.job_id, RAISE, before, after, why, job.user))
+        elif after.cpus_per_gpu < before.cpus_per_gpu:
+            out.append(Action(job.job_id, CANNOT, before, after,
+                              "lowering the cores of a job Slurm already scheduled is "
+                              "ignored by Slurm 22.05; left as submitted", job.user))
+    return out

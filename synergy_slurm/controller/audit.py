@@ -1,0 +1,26 @@
+"""The append-only audit log: one JSON line per action (who, what, before -> after, why)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+
+class AuditLog:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, round_id: int, mode: str, action: dict, user: str, result: str) -> None:
+        line = json.dumps({
+            "ts": round(time.time(), 3), "actor": "synergy-controller", "round": round_id,
+            "mode": mode, "job_id": action["job_id"], "user": user, "action": action["action"],
+            "before": action["before"], "after": action["after"], "reason": action["reason"],
+            "result": result}, sort_keys=True)
+        # O_APPEND writes of one line are atomic enough for one writer; fsync per round.
+        with self.path.open("a") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,85 @@
+"""Which Slurm jobs synergy manages, and what the core sees of them.
+
+A job is managed when it asks for GPUs in a managed partition, its user and the job itself
+did not opt out, and it has a shape synergy can change (``--gpus`` on one node or
+``--gpus-per-node``/``--gres``). Everything else is skipped with a reason and never touched;
+running jobs of any kind still count as used resources.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..config import Config
+from ..core import JobSpec, Profile
+from ..slurm.model import SlurmJob
+
+KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+COMMENT_KEY = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]{1,64})(?![A-Za-z0-9_.:\-])")
+# A job with no time limit: assume a week left (only SRTF/FTF ordering uses it).
+UNKNOWN_REMAINING_S = 7 * 24 * 3600.0
+# Reasons a pending job waits that the controller can do something about.
+RUNNABLE_REASONS = frozenset({"None", "Resources", "Priority", ""})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    managed: bool
+    reason: str
+
+
+def profile_key(job: SlurmJob) -> str | None:
+    key = job.tags.get("profile")
+    if key and KEY_RE.match(key):
+        return key
+    m = COMMENT_KEY.search(job.comment)
+    return m.group(1) if m else None
+
+
+def requeue_ok(job: SlurmJob) -> bool:
+    """The user said the job checkpoints (synergy-sbatch --requeue-ok) and Slurm allows it."""
+    return job.requeue and job.batch and "synergy:requeue-ok" in job.comment
+
+
+def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdict:
+    if not job.has_gpus:
+        return Verdict(False, "no GPUs")
+    partition = job.partition.split(",")[0]
+    if partition not in cfg.hook.partitions:
+        return Verdict(False, f"partition {partition or '?'} not managed")
+    if job.user in optout_users:
+        return Verdict(False, "user opted out")
+    if "synergy:off" in job.comment:
+        return Verdict(False, "job opted out")
+    if job.het_job_id:
+        return Verdict(False, "heterogeneous job")
+    if job.pending and job.array_job_id and job.array_task_id is None:
+        return Verdict(False, "array job not yet split into tasks")
+    if job.gpus_per_task is not None:
+        return Verdict(False, "--gpus-per-task jobs are not reshaped")
+    if job.gpus_per_job is not None and job.num_nodes > 1:
+        return Verdict(False, "--gpus over several nodes is not reshaped")
+    if job.gpus_per_job is None and job.gpus_per_node is None:
+        return Verdict(False, "GPU request synergy cannot reshape")
+    return Verdict(True, "managed")
+
+
+def runnable(job: SlurmJob) -> bool:
+    """Pending and waiting only for resources (or held by synergy itself)."""
+    if not job.pending:
+        return False
+    return job.held_by_synergy or (job.priority > 0 and job.reason in RUNNABLE_REASONS)
+
+
+def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile]) -> JobSpec:
+    key = profile_key(job) or ""
+    started = job.start_time if job.running and job.start_time else None
+    elapsed = max(0.0, now - started) if started else 0.0
+    limit = float(job.time_limit_s) if job.time_limit_s else None
+    remaining = max(0.0, limit - elapsed) if limit else UNKNOWN_REMAINING_S
+    return JobSpec(job.job_id, job.gpus, submitted=float(job.submit_time),
+                   duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=remaining,
+                   attained_s=elapsed, profile=profiles.get(key), profile_key=key,
+                   user=job.user)

@@ -1,0 +1,277 @@
+"""One controller round, and the loop around it.
+
+A round: observe (one batched read of Slurm) -> plan (the core, with the configured policy
+and allocator) -> reconcile (the fewest actions that make Slurm match the plan) -> act
+(through the writer, which refuses unless enforcing) -> record (SQLite, audit log,
+metrics). A failed read skips the round and backs off; a failed action is logged, counted
+and retried by the next round's plan. Stopping (SIGTERM) ends after the current round and,
+when enforcing, releases every job the hook held so that none waits for a controller that
+is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Config
+from ..core import Plan, Profile, ProfileError, get_allocator, get_policy, load_profiles, make_plan
+from ..hook.export import build_table, table_path
+from ..hook.table import TableError
+from ..slurm.commands import SlurmCLI, SlurmError
+from ..slurm.model import SlurmJob, Snapshot
+from ..slurm.reader import SlurmReader
+from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
+from .actions import CANNOT, RAISE, RELEASE, REQUEUE, SHAPE_RELEASE, Action, reconcile_pending
+from .audit import AuditLog
+from .classify import classify, job_spec, profile_key, requeue_ok, runnable
+from .metrics import Metrics
+from .observe import MB_PER_GB, cluster_state
+from .requeue import RequeuePolicy, requeue_upgrades
+from .state import StateStore
+
+log = logging.getLogger(__name__)
+
+
+class RoundFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class RoundResult:
+    round_id: int
+    actions: list[Action]
+    results: dict[int, str]
+    errors: int
+    duration_s: float
+    managed: int
+    skipped: dict[int, str] = field(default_factory=dict)
+
+
+class Controller:
+    def __init__(self, cfg: Config, cli: SlurmCLI | None = None, mode: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        c = cfg.controller
+        self.mode = mode or c.mode
+        self.cli = cli or SlurmCLI(cfg.slurm.conf or None, timeout_s=cfg.slurm.timeout_s)
+        self.reader = SlurmReader(self.cli)
+        self.writer = SlurmWriter(self.cli, enforce=self.mode == "enforce")
+        self.state = StateStore(c.state_db)
+        self.audit = AuditLog(c.audit_log)
+        self.metrics = Metrics()
+        self.policy = get_policy(c.policy)
+        self.allocator = get_allocator(c.allocator)
+        self.requeue_policy = RequeuePolicy(c.restart_cost_s, c.requeue_min_interval_s,
+                                            c.requeue_budget)
+        self.optout = frozenset(cfg.hook.optout_users)
+        self.clock = clock
+        self._profiles: dict[str, Profile] = {}
+        self._profiles_stamp: tuple | None = None
+
+    # -- inputs ---------------------------------------------------------------------------
+    def profiles(self) -> dict[str, Profile]:
+        """The profiles file, re-read when it changes; a bad file keeps the last good one."""
+        path = self.cfg.profiles.file
+        if not path:
+            return {}
+        try:
+            st = Path(path).stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if stamp != self._profiles_stamp:
+                self._profiles = load_profiles(path)
+                self._profiles_stamp = stamp
+        except (OSError, ProfileError) as exc:
+            log.error("profiles: %s (keeping %d known profiles)", exc, len(self._profiles))
+        return self._profiles
+
+    # -- one round ------------------------------------------------------------------------
+    def run_round(self) -> RoundResult:
+        t0 = time.monotonic()
+        rid = self.state.start_round(self.mode)
+        try:
+            snap = self.reader.snapshot()
+        except SlurmError as exc:
+            self.metrics.rounds.labels("failed").inc()
+            self.metrics.errors.labels("slurm-read").inc()
+            self.state.finish_round(rid, duration_s=time.monotonic() - t0, error=str(exc)[:500])
+            raise RoundFailed(str(exc)) from exc
+        now = self.clock()
+        profiles = self.profiles()
+        cluster = cluster_state(snap, self.cfg)
+        if self.cfg.controller.write_hook_table and self.mode == "enforce":
+            # The table is the hook's heartbeat: only an enforcing controller, which will
+            # shape and release what the hook holds, may keep it fresh.
+            self._write_hook_table(snap, profiles, now)
+        managed: list[SlurmJob] = []
+        skipped: dict[int, str] = {}
+        for job in snap.jobs:
+            v = classify(job, self.cfg, self.optout)
+            if v.managed:
+                managed.append(job)
+            else:
+                skipped[job.job_id] = v.reason
+        specs = {j.job_id: job_spec(j, now, profiles) for j in managed}
+        pending = [j for j in managed if runnable(j)]
+        running = [j for j in managed if j.running]
+        if cluster.servers and pending:
+            plan = make_plan([specs[j.job_id] for j in pending], cluster, self.policy,
+                             self.allocator, now)
+        else:
+            plan = Plan((), {}, self.allocator.name, self.policy.name)
+        actions = reconcile_pending(pending, plan, cluster.fair)
+        may_requeue = {j.job_id: j for j in running if requeue_ok(j)}
+        candidates = [(may_requeue[s.id], s) for s in
+                      self.policy.order([specs[i] for i in may_requeue], now)]
+        if cluster.servers and candidates:
+            actions += requeue_upgrades(candidates, cluster, plan, self.requeue_policy,
+                                        self.state.last_requeues(), now, profiles)
+        by_id = {j.job_id: j for j in managed}
+        results, errors = self._act(rid, actions, by_id)
+        self._record(rid, managed, plan, actions, results, now)
+        duration = time.monotonic() - t0
+        self.metrics.round_seconds.observe(duration)
+        self.metrics.rounds.labels("ok").inc()
+        self.metrics.managed_jobs.labels("pending").set(sum(j.pending for j in managed))
+        self.metrics.managed_jobs.labels("running").set(len(running))
+        self.metrics.planned.set(plan.total_speedup)
+        self.metrics.proportional.set(len(plan.allocations))
+        self.state.finish_round(rid, duration_s=duration, jobs=len(snap.jobs),
+                                managed=len(managed), actions=sum(a.mutating for a in actions),
+                                errors=errors, planned_speedup=plan.total_speedup,
+                                proportional_speedup=float(len(plan.allocations)))
+        log.info("round %d: %d jobs, %d managed, %d actions, %d errors, %.2f s", rid,
+                 len(snap.jobs), len(managed), len(actions), errors, duration)
+        return RoundResult(rid, actions, results, errors, duration, len(managed), skipped)
+
+    def _write_hook_table(self, snap: Snapshot, profiles: dict[str, Profile],
+                          now: float) -> None:
+        nodes = [n for n in snap.nodes if n.gpus and set(n.partitions) & set(
+            self.cfg.hook.partitions)]
+        if not nodes:
+            return
+        try:
+            table = build_table(self.cfg.hook, profiles, min(n.cpus for n in nodes),
+                                min(n.mem_mb for n in nodes), min(n.gpus for n in nodes), now)
+            table.write(table_path(self.cfg.hook))
+        except (OSError, TableError) as exc:
+            self.metrics.errors.labels("hook-table").inc()
+            log.error("could not write the hook table: %s", exc)
+
+    def _act(self, rid: int, actions: list[Action], jobs: dict[int, SlurmJob]
+             ) -> tuple[dict[int, str], int]:
+        results: dict[int, str] = {}
+        errors = 0
+        for a in actions:
+            job = jobs[a.job_id]
+            if not a.mutating:
+                result = "not sent"
+            elif self.mode != "enforce":
+                result = "advised" if self.mode == "advise" else "planned (observe)"
+            else:
+                result = self._apply(a, job)
+                if not result.startswith("done"):
+                    errors += 1
+                    self.metrics.errors.labels(result.split(":")[0]).inc()
+            results[a.job_id] = result
+            self.metrics.actions.labels(a.kind, result.split(":")[0].split(" ")[0]).inc()
+            d = a.as_dict()
+            self.state.record_action(rid, d, a.user, result)
+            self.audit.write(rid, self.mode, d, a.user, result)
+        return results, errors
+
+    def _apply(self, a: Action, job: SlurmJob) -> str:
+        try:
+            if a.kind == SHAPE_RELEASE:
+                try:
+                    self.writer.reshape_pending(job, a.after)
+                finally:
+                    # Never leave a job held because shaping it failed: it then runs as
+                    # submitted (GPU-proportional defaults).
+                    self.writer.release(job.job_id)
+            elif a.kind == RELEASE:
+                self.writer.release(job.job_id)
+            elif a.kind == RAISE:
+                self.writer.reshape_pending(job, a.after)
+            elif a.kind == REQUEUE:
+                self.writer.requeue_reshape(job, a.after)
+                self.state.note_requeue(job.job_id, self.clock())
+            return "done"
+        except ChangeIgnored as exc:
+            return f"ignored: {exc}"
+        except (SlurmError, Unsupported, NotEnforcing, ValueError) as exc:
+            return f"error: {exc}"
+
+    def _record(self, rid: int, managed: list[SlurmJob], plan: Plan, actions: list[Action],
+                results: dict[int, str], now: float) -> None:
+        planned = plan.by_job()
+        acted = {a.job_id: a for a in actions}
+        rows = []
+        for j in managed:
+            alloc = planned.get(j.job_id)
+            a = acted.get(j.job_id)
+            if a is not None and a.kind == CANNOT:
+                note = a.reason
+            elif a is not None:
+                note = f"{a.kind}: {results.get(j.job_id, '')}"
+            elif alloc is None and j.pending:
+                note = plan.skipped.get(j.job_id, "waiting")
+            else:
+                note = ""
+            rows.append({
+                "job_id": j.job_id, "user": j.user, "state": j.state,
+                "profile_key": profile_key(j) or "", "gpus": j.gpus,
+                "cpus_per_gpu": j.cpus_per_gpu, "mem_per_gpu_mb": j.mem_per_gpu_mb,
+                "planned_cpus": alloc.share.cpus if alloc else None,
+                "planned_mem_mb": round(alloc.share.mem_gb * MB_PER_GB) if alloc else None,
+                "speedup": alloc.speedup if alloc else None,
+                "how": alloc.how if alloc else None, "note": note, "updated": now})
+        self.state.replace_jobs(rows)
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self, stop: threading.Event, once: bool = False,
+            on_round: Callable[[RoundResult], None] | None = None) -> int:
+        interval = self.cfg.controller.interval_s
+        wait = interval
+        failures = 0
+        while not stop.is_set():
+            try:
+                res = self.run_round()
+                failures = 0
+                wait = interval
+                if on_round is not None:
+                    on_round(res)
+            except RoundFailed as exc:
+                failures += 1
+                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** failures)
+                log.warning("round failed (%s); next try in %.0f s", exc, wait)
+                if once:
+                    return 2
+            if once:
+                break
+            stop.wait(wait)
+        if self.mode == "enforce" and not once:
+            self.release_held()
+        return 0
+
+    def release_held(self) -> list[int]:
+        """Release every job the hook held (on shutdown: nobody will shape them now)."""
+        released = []
+        try:
+            snap = self.reader.snapshot()
+        except SlurmError as exc:
+            log.error("could not read Slurm to release held jobs: %s", exc)
+            return released
+        for job in snap.jobs:
+            if job.held_by_synergy:
+                try:
+                    self.writer.release(job.job_id)
+                    released.append(job.job_id)
+                except SlurmError as exc:
+                    log.error("could not release %d: %s", job.job_id, exc)
+        log.info("released %d held jobs on shutdown", len(released))
+        return released

@@ -1,0 +1,111 @@
+"""The controller's state in SQLite (WAL): rounds, actions, per-job plan and history.
+
+Nothing here is needed to be correct after a restart (every round is planned afresh from
+Slurm); it is what ``synergy status`` shows, the audit trail's index, and the memory of
+when a job was last requeued.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS rounds (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL, duration_s REAL, mode TEXT,
+  jobs INTEGER, managed INTEGER, actions INTEGER, errors INTEGER,
+  planned_speedup REAL, proportional_speedup REAL, error TEXT);
+CREATE TABLE IF NOT EXISTS actions (
+  round INTEGER, ts REAL, job_id INTEGER, user TEXT, action TEXT, before TEXT, after TEXT,
+  reason TEXT, result TEXT);
+CREATE INDEX IF NOT EXISTS actions_job ON actions(job_id);
+CREATE TABLE IF NOT EXISTS jobs (
+  job_id INTEGER PRIMARY KEY, user TEXT, state TEXT, profile_key TEXT, gpus INTEGER,
+  cpus_per_gpu INTEGER, mem_per_gpu_mb INTEGER, planned_cpus INTEGER,
+  planned_mem_mb INTEGER, speedup REAL, how TEXT, note TEXT, updated REAL,
+  last_requeue REAL, requeues INTEGER DEFAULT 0);
+"""
+
+
+class StateStore:
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        if str(p) != ":memory:":
+            p.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(p), timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def start_round(self, mode: str) -> int:
+        cur = self.db.execute("INSERT INTO rounds (started, mode) VALUES (?, ?)",
+                              (time.time(), mode))
+        return int(cur.lastrowid)
+
+    def finish_round(self, round_id: int, **fields) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE rounds SET {cols} WHERE id = ?",
+                        (*fields.values(), round_id))
+
+    def record_action(self, round_id: int, action: dict, user: str, result: str) -> None:
+        self.db.execute(
+            "INSERT INTO actions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (round_id, time.time(), action["job_id"], user, action["action"],
+             json.dumps(action["before"]), json.dumps(action["after"]), action["reason"],
+             result))
+
+    def note_requeue(self, job_id: int, when: float) -> None:
+        self.db.execute("INSERT INTO jobs (job_id, last_requeue, requeues) VALUES (?, ?, 1) "
+                        "ON CONFLICT(job_id) DO UPDATE SET last_requeue = excluded."
+                        "last_requeue, requeues = requeues + 1", (job_id, when))
+
+    def last_requeues(self) -> dict[int, float]:
+        return {r[0]: r[1] for r in self.db.execute(
+            "SELECT job_id, last_requeue FROM jobs WHERE last_requeue IS NOT NULL")}
+
+    def replace_jobs(self, rows: Iterable[dict]) -> None:
+        """The managed jobs as of this round (jobs gone from Slurm are dropped)."""
+        rows = list(rows)
+        self.db.execute("BEGIN")
+        try:
+            keep = [r["job_id"] for r in rows]
+            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS keep (id INTEGER PRIMARY KEY)")
+            self.db.execute("DELETE FROM keep")
+            self.db.executemany("INSERT INTO keep VALUES (?)", [(k,) for k in keep])
+            self.db.execute("DELETE FROM jobs WHERE job_id NOT IN (SELECT id FROM keep)")
+            for r in rows:
+                self.db.execute(
+                    "INSERT INTO jobs (job_id, user, state, profile_key, gpus, cpus_per_gpu, "
+                    "mem_per_gpu_mb, planned_cpus, planned_mem_mb, speedup, how, note, updated)"
+                    " VALUES (:job_id, :user, :state, :profile_key, :gpus, :cpus_per_gpu, "
+                    ":mem_per_gpu_mb, :planned_cpus, :planned_mem_mb, :speedup, :how, :note, "
+                    ":updated) ON CONFLICT(job_id) DO UPDATE SET user=excluded.user, "
+                    "state=excluded.state, profile_key=excluded.profile_key, "
+                    "gpus=excluded.gpus, cpus_per_gpu=excluded.cpus_per_gpu, "
+                    "mem_per_gpu_mb=excluded.mem_per_gpu_mb, "
+                    "planned_cpus=excluded.planned_cpus, "
+                    "planned_mem_mb=excluded.planned_mem_mb, speedup=excluded.speedup, "
+                    "how=excluded.how, note=excluded.note, updated=excluded.updated", r)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def jobs(self) -> list[dict]:
+        cur = self.db.execute("SELECT * FROM jobs WHERE state IS NOT NULL ORDER BY job_id")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def last_round(self) -> dict | None:
+        cur = self.db.execute("SELECT * FROM rounds WHERE duration_s IS NOT NULL "
+                              "ORDER BY id DESC LIMIT 1")
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.description], row, strict=True))

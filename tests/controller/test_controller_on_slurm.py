@@ -1,0 +1,255 @@
+"""The controller against the real test cluster: dry run, enforce, faults, requeue."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli.main import main
+from synergy_slurm.config import config_from_dict
+from synergy_slurm.controller.daemon import Controller, RoundFailed
+from synergy_slurm.hook.table import TABLE_NAME, HookTable
+from synergy_slurm.slurm import devcluster
+from synergy_slurm.slurm.commands import SlurmCLI
+from synergy_slurm.slurm.reader import SlurmReader
+
+from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
+
+pytestmark = pytest.mark.slurm
+REPORT = 'echo "cpus=$SLURM_CPUS_ON_NODE"'
+
+
+@pytest.fixture
+def env(slurm_cluster, slurm_cli, tmp_path, reference_dir):
+    cancel_all(slurm_cli)
+    profiles = tmp_path / "profiles.json"
+    shutil.copyfile(reference_dir / "model_profiles.json", profiles)
+    cfg_path = tmp_path / "synergy.toml"
+    cfg_path.write_text(f"""
+[slurm]
+conf = "{slurm_cluster.conf_path}"
+timeout_s = 15
+[hook]
+dir = "{slurm_cluster.etc}"
+hold_unknown = true
+hold_known = true
+max_age_s = 60
+[profiles]
+file = "{profiles}"
+[controller]
+mode = "enforce"
+interval_s = 0.5
+state_db = "{tmp_path}/state.db"
+audit_log = "{tmp_path}/audit.jsonl"
+restart_cost_s = 10
+requeue_min_interval_s = 0
+""")
+    yield {"cfg_path": cfg_path, "cluster": slurm_cluster, "cli": slurm_cli, "tmp": tmp_path}
+    (slurm_cluster.etc / TABLE_NAME).unlink(missing_ok=True)
+    cancel_all(slurm_cli)
+
+
+def load(env, **controller):
+    import tomllib
+
+    doc = tomllib.loads(env["cfg_path"].read_text())
+    doc["controller"].update(controller)
+    return config_from_dict(doc)
+
+
+def fresh_table(env, **kw) -> None:
+    base = dict(generated_at=int(time.time()), node_cpus=24, node_mem_mb=500000, node_gpus=8,
+                partitions=("gpu",), default_partition="gpu", max_age_s=60,
+                profiles={"alexnet": (12, 125000), "gnmt": (1, 20000)},
+                hold_unknown=True, hold_known=True)
+    base.update(kw)
+    HookTable(**base).write(env["cluster"].etc / TABLE_NAME)
+
+
+def held_ids(cli) -> list[int]:
+    return [j.job_id for j in SlurmReader(cli).snapshot().jobs if j.held_by_synergy]
+
+
+def test_dry_run_prints_actions_and_changes_nothing(env):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    # An unknown profile: the hook holds it unshaped; the plan gives it proportional.
+    jid = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=bert", "-o", "/dev/null",
+                 tmp=tmp)
+    before = SlurmReader(cli).job_fields(jid)
+    res = CliRunner().invoke(main, ["controller", "run", "--config", str(env["cfg_path"]),
+                                    "--once", "--dry-run", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    acts = json.loads(res.stdout)
+    assert acts == [{"job_id": jid, "action": "shape-release",
+                     "before": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
+                     "after": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
+                     "reason": "proportional share, speedup 1.00x"}]
+    after = SlurmReader(cli).job_fields(jid)
+    for key in ("JobState", "Priority", "CpusPerTres", "MemPerTres", "NumCPUs"):
+        assert after.get(key) == before.get(key), key
+    audit = [json.loads(line) for line in (tmp / "audit.jsonl").read_text().splitlines()]
+    assert audit[-1]["result"] == "planned (observe)" and audit[-1]["job_id"] == jid
+
+
+def test_enforce_shapes_both_ways_and_releases(env):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    low = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=gnmt",
+                 "-o", str(tmp / "low"), tmp=tmp)
+    high = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=alexnet",
+                  "-o", str(tmp / "high"), tmp=tmp)
+    unknown = submit(cli, REPORT, "--gpus=2", "-o", str(tmp / "unk"), tmp=tmp)
+    assert sorted(held_ids(cli)) == sorted([low, high, unknown])
+    ctl = Controller(load(env))
+    res = ctl.run_round()
+    assert res.errors == 0, res.results
+    for jid in (low, high, unknown):
+        wait_for(cli, jid, {"COMPLETED"})
+    assert "cpus=1" in (tmp / "low").read_text()        # lowered: 3 -> 1 core
+    assert "cpus=12" in (tmp / "high").read_text()
+    assert "cpus=6" in (tmp / "unk").read_text()        # unknown profile: proportional
+    status = CliRunner().invoke(main, ["status", "--config", str(env["cfg_path"]),
+                                       "--format", "json"])
+    rows = {r["job_id"]: r for r in json.loads(status.stdout)}
+    assert rows[high]["planned_cpus"] == 12 and rows[high]["profile_key"] == "alexnet"
+
+
+def test_killed_mid_round_then_restarted_leaves_nothing_held(env):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    ids = [submit(cli, "sleep 2", "--gpus=8", "-o", "/dev/null", tmp=tmp) for _ in range(6)]
+    proc = subprocess.Popen([sys.executable, "-m", "synergy_slurm.cli.main", "controller",
+                             "run", "--config", str(env["cfg_path"])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.3)
+    proc.send_signal(signal.SIGKILL)   # no clean shutdown: wherever it was
+    proc.wait()
+    # Restarted, it picks up where Slurm is: every held job is eventually shaped and run.
+    ctl = Controller(load(env))
+    deadline = time.time() + 60
+    while time.time() < deadline and held_ids(cli):
+        ctl.run_round()
+        time.sleep(0.5)
+    assert held_ids(cli) == []
+    for jid in ids:
+        wait_for(cli, jid, {"COMPLETED"}, timeout_s=90)
+    for line in (tmp / "audit.jsonl").read_text().splitlines():
+        json.loads(line)   # every audit line is whole
+
+
+def test_sigterm_releases_held_jobs(env):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    ids = [submit(cli, "sleep 30", "--gpus=8", "-o", "/dev/null", tmp=tmp) for _ in range(6)]
+    proc = subprocess.Popen([sys.executable, "-m", "synergy_slurm.cli.main", "controller",
+                             "run", "--config", str(env["cfg_path"])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline and len(held_ids(cli)) > 2:
+        time.sleep(0.3)
+    assert len(held_ids(cli)) == 2        # 4 x 8 GPUs run, 2 wait held
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert held_ids(cli) == []
+    assert len(ids) == 6
+
+
+def test_slurmctld_restart_under_the_controller(env):
+    spec = env["cluster"]
+    ctl = Controller(load(env))
+    ctl.run_round()
+    pid = int((spec.state_dir / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    with pytest.raises(RoundFailed):
+        ctl.run_round()
+    subprocess.run(["slurmctld", "-f", str(spec.conf_path)], env=devcluster.env_for(spec),
+                   check=True)
+    devcluster.wait_idle(spec, 60)
+    assert ctl.run_round().errors == 0
+
+
+def fake_bin(tmp: Path, scontrol_body: str, squeue_body: str | None = None) -> Path:
+    d = tmp / "bin"
+    d.mkdir(exist_ok=True)
+    for name in ("sinfo", "sbatch", "scancel"):
+        (d / name).symlink_to(shutil.which(name))
+    real_scontrol, real_squeue = shutil.which("scontrol"), shutil.which("squeue")
+    (d / "scontrol").write_text(f"#!/bin/sh\nREAL={real_scontrol}\n{scontrol_body}\n")
+    body = squeue_body or 'exec $REAL "$@"'
+    (d / "squeue").write_text(f"#!/bin/sh\nREAL={real_squeue}\n{body}\n")
+    for name in ("scontrol", "squeue"):
+        (d / name).chmod(0o755)
+    return d
+
+
+@pytest.mark.parametrize("body, expect", [
+    ('case "$1" in update|release) echo "simulated failure" >&2; exit 1;; esac\n'
+     'exec $REAL "$@"', "error"),
+    ('case "$1" in update|release) sleep 5;; esac\nexec $REAL "$@"', "timed out"),
+])
+def test_failing_scontrol_is_logged_and_retried(env, body, expect):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    jid = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=gnmt",
+                 "-o", str(tmp / "o"), tmp=tmp)
+    broken = SlurmCLI(str(env["cluster"].conf_path), timeout_s=1.5,
+                      bindir=str(fake_bin(tmp, body)))
+    res = Controller(load(env), cli=broken).run_round()
+    assert res.errors == 1 and expect in res.results[jid]
+    time.sleep(5)   # let a slow fake finish, if any
+    # The next round, with a working scontrol, does what the failed one could not.
+    res = Controller(load(env)).run_round()
+    wait_for(cli, jid, {"COMPLETED"})
+    assert "cpus=1" in (tmp / "o").read_text()
+
+
+def test_malformed_squeue_output_skips_the_job_and_completes_the_round(env):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    a = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=gnmt",
+               "-o", str(tmp / "a"), tmp=tmp)
+    b = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=alexnet",
+               "-o", str(tmp / "b"), tmp=tmp)
+    mangle = (f'$REAL "$@" | {sys.executable} -c "import json,sys; d=json.load(sys.stdin); '
+              f'[j.update(cpus_per_tres=7, job_state=None) for j in d[\'jobs\'] '
+              f'if j[\'job_id\']=={a}]; print(json.dumps(d))"')
+    odd = SlurmCLI(str(env["cluster"].conf_path), bindir=str(fake_bin(
+        tmp, 'exec $REAL "$@"', mangle)))
+    res = Controller(load(env), cli=odd).run_round()
+    assert res.errors == 0
+    wait_for(cli, b, {"COMPLETED"})
+    assert "cpus=12" in (tmp / "b").read_text()
+    assert a in held_ids(cli)       # skipped, untouched: still held for a later round
+    Controller(load(env)).run_round()
+    wait_for(cli, a, {"COMPLETED"})
+
+
+def test_running_job_requeued_into_a_larger_shape_when_it_pays(env):
+    cli, tmp = env["cli"], env["tmp"]
+    out = tmp / "rq"
+    jid = submit(cli, 'echo "cpus=$SLURM_CPUS_ON_NODE restarts=${SLURM_RESTART_COUNT:-0}"; '
+                 "sleep 300", "--gpus=1", "--cpus-per-gpu=3", "--requeue", "--time=60",
+                 "--open-mode=append", "--comment=synergy:requeue-ok synergy:profile=alexnet",
+                 "-o", str(out), tmp=tmp)
+    wait_file(out, "restarts=0")
+    res = Controller(load(env)).run_round()
+    acts = [a for a in res.actions if a.job_id == jid]
+    assert [a.kind for a in acts] == ["requeue"] and res.results[jid] == "done"
+    assert acts[0].after.cpus_per_gpu == 12
+    text = wait_file(out, "restarts=1", timeout_s=90)
+    assert "cpus=12 restarts=1" in text
+    # Requeued once: the next round does not requeue it again (it has its ideal now).
+    res = Controller(load(env)).run_round()
+    assert not [a for a in res.actions if a.job_id == jid]
