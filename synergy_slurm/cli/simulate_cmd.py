@@ -70,6 +70,16 @@ def _numbers(value: str, what: str) -> list[float]:
 @click.option("--reference-speedups", is_flag=True,
               help="Run a job at its ideal speedup only at its ideal share and at 1.0 "
               "otherwise, as the reference simulator does.")
+@click.option("--no-preempt", is_flag=True,
+              help="Running jobs keep their allocation until they end (the controller's "
+              "behaviour for jobs that may not be requeued); the paper re-plans every job "
+              "every round.")
+@click.option("--requeue-budget", default=0, show_default=True, type=click.IntRange(0),
+              help="With --no-preempt: running jobs restarted into idle resources per "
+              "round when the gain beats --restart-cost (the controller's requeue).")
+@click.option("--requeue-interval", default=0.0, show_default=True,
+              type=click.FloatRange(0), help="With --requeue-budget: seconds between "
+              "restarts of one job.")
 @click.option("--opt-time-limit", default=1.5, show_default=True, type=click.FloatRange(0.01),
               help="Seconds HiGHS may spend per round with --allocator opt.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
@@ -85,7 +95,8 @@ def _numbers(value: str, what: str) -> list[float]:
 def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, window, servers,
                  gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
                  profiles_path, static, round_seconds, restart_cost, reference_speedups,
-                 opt_time_limit, workers, fmt, out, record_trace, progress) -> None:
+                 no_preempt, requeue_budget, requeue_interval, opt_time_limit, workers, fmt,
+                 out, record_trace, progress) -> None:
     """Simulate Synergy's rounds over a trace and compare schedulers.
 
     Every policy x allocator (x load) combination runs over the same trace through the
@@ -141,7 +152,9 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     try:
         base = SimConfig(cluster, round_s=round_seconds, restart_cost_s=restart_cost,
                          reference_speedups=reference_speedups, window=win,
-                         opt_time_limit_s=opt_time_limit)
+                         opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
+                         upgrade_budget=requeue_budget if no_preempt else 0,
+                         upgrade_interval_s=requeue_interval)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)

@@ -129,7 +129,7 @@ class Controller:
                       self.policy.order([specs[i] for i in may_requeue], now)]
         if cluster.servers and candidates:
             actions += requeue_upgrades(candidates, cluster, plan, self.requeue_policy,
-                                        self.state.last_requeues(), now, profiles)
+                                        self.state.last_requeues(), now)
         by_id = {j.job_id: j for j in managed}
         results, errors = self._act(rid, actions, by_id)
         self._record(rid, managed, plan, actions, results, now)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core import ClusterState, JobSpec, PerGpu, Profile, get_allocator, get_policy
 from ..core.plan import Allocation
+from ..core.upgrade import upgrades
 from .trace import TraceJob
 
 
@@ -33,12 +34,19 @@ class SimConfig:
     reference_speedups: bool = False
     window: tuple[int, int] | None = None
     opt_time_limit_s: float = 1.5
+    # False: a running job keeps its allocation until it ends (what the controller does to
+    # jobs that may not be requeued); only waiting jobs are planned, into what is free.
+    preemptive: bool = True
+    # With preemptive=False: restart running jobs into idle resources when it pays (the
+    # controller's requeue), at most this many per round, each job at most every interval.
+    upgrade_budget: int = 0
+    upgrade_interval_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.round_s <= 0:
             raise ValueError("round length must be positive")
-        if not 0 <= self.restart_cost_s <= self.round_s:
-            raise ValueError("restart cost must be between 0 and the round length")
+        if self.restart_cost_s < 0:
+            raise ValueError("restart cost must not be negative")
 
 
 @dataclass
@@ -52,6 +60,9 @@ class _Job:
     start: float | None = None
     finish: float | None = None
     shape: tuple | None = None
+    alloc: Allocation | None = None
+    upgraded_at: float = -1e18
+    restart_debt: float = 0.0   # restart time not yet paid (a cost longer than a round)
     restarts: int = 0
 
     def spec(self) -> JobSpec:
@@ -136,24 +147,37 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
             assert upcoming is not None
             now = max(now + rnd, math.ceil(upcoming.arrival / rnd) * rnd)
             continue
-        plan = allocator.allocate(policy.order([j.spec() for j in active.values()], now),
-                                  cluster)
+        if config.preemptive:
+            allocations = list(allocator.allocate(
+                policy.order([j.spec() for j in active.values()], now), cluster).allocations)
+        else:
+            kept = [j.alloc for j in active.values() if j.alloc is not None]
+            waiting = [j.spec() for j in active.values() if j.alloc is None]
+            held = ClusterState(cluster.servers, fair_share=fair, reserved=tuple(
+                (name, a.share.times(n)) for a in kept for name, n in a.placement))
+            plan = allocator.allocate(policy.order(waiting, now), held) if waiting else None
+            if config.upgrade_budget:
+                kept = _upgrade(active, held, plan, config, now)
+            allocations = kept + (list(plan.allocations) if plan else [])
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
-        for alloc in plan.allocations:
+        for alloc in allocations:
             job = active[alloc.job_id]
             running.add(alloc.job_id)
             used_g += alloc.gpus
             used_c += alloc.share.cpus * alloc.gpus
             used_m += alloc.share.mem_gb * alloc.gpus
             shape = (alloc.share, alloc.placement)
-            avail = rnd
             if shape != job.shape:
                 if job.shape is not None or job.start is not None:
                     job.restarts += 1
-                avail -= config.restart_cost_s
+                job.restart_debt = config.restart_cost_s
+            paid = min(job.restart_debt, rnd)
+            job.restart_debt -= paid
+            avail = rnd - paid
             job.shape = shape
+            job.alloc = alloc
             if job.start is None:
                 job.start = now
             eff = effective_iter_s(job, alloc, fair, config.reference_speedups)
@@ -168,6 +192,7 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
         for job_id, job in active.items():
             if job_id not in running:
                 job.shape = None
+                job.alloc = None
         util.append((now, used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb))
         rounds += 1
         now += rnd
@@ -176,6 +201,23 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
     results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
                          j.finish, j.restarts) for j in seen]
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
+
+
+def _upgrade(active: dict[int, _Job], held: ClusterState, plan, config: SimConfig,
+             now: float) -> list[Allocation]:
+    """The controller's requeue of running jobs into idle resources (see core.upgrade)."""
+    running = [(j.spec(), j.alloc) for j in active.values()
+               if j.alloc is not None and now - j.upgraded_at >= config.upgrade_interval_s]
+    order = {s.id: i for i, s in enumerate(get_policy(config.policy).order(
+        [s for s, _ in running], now))}
+    running.sort(key=lambda t: order[t[0].id])
+    for up in upgrades(running, held, plan, config.restart_cost_s, config.upgrade_budget):
+        job = active[up.job_id]
+        assert job.alloc is not None
+        job.alloc = replace(job.alloc, share=up.demand.share, speedup=up.demand.speedup,
+                            how="upgraded")
+        job.upgraded_at = now
+    return [j.alloc for j in active.values() if j.alloc is not None]
 
 
 def iter_seconds(profile: Profile) -> float:

@@ -1,0 +1,76 @@
+"""Growing running jobs into idle resources, only when the restart pays.
+
+Where running jobs keep their shape (Slurm cannot reshape a running job; it can only requeue
+it), cores and memory freed by finished jobs would sit idle while the jobs that run lowered
+keep running slowly. A job whose profile says more helps may be restarted with the best
+share that now fits on its own servers, if the time that saves on its remaining work is
+larger than what a restart costs. The controller turns the result into requeues; the
+simulator applies it to model the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .demand import Demand, ideal_demand, intermediate_points
+from .job import JobSpec
+from .plan import Allocation, Plan
+from .resources import MEM_EPS, ClusterState
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    job_id: int
+    demand: Demand
+    saves_s: float
+
+
+def free_after(cluster: ClusterState, plan: Plan | None) -> dict[str, list[float]]:
+    """Free [cores, GB] per server after the reservations and a plan's allocations."""
+    free = {s.name: [float(r.cpus), r.mem_gb]
+            for s, r in zip(cluster.servers, cluster.free(), strict=True)}
+    for a in plan.allocations if plan else ():
+        for name, n in a.placement:
+            free[name][0] -= n * a.share.cpus
+            free[name][1] -= n * a.share.mem_gb
+    return free
+
+
+def upgrades(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterState,
+             plan: Plan | None, restart_cost_s: float, budget: int) -> list[Upgrade]:
+    """At most ``budget`` upgrades, in the given order (the policy's).
+
+    ``running`` pairs each running job with what it holds now; their resources must be in
+    ``cluster.reserved``. A job is upgraded to the best point between its share and its
+    ideal that fits in what is free on each of its servers, if its remaining work
+    (``remaining_s`` at proportional speed) then ends more than ``restart_cost_s`` sooner.
+    """
+    fair = cluster.fair
+    free = free_after(cluster, plan)
+    out: list[Upgrade] = []
+    for spec, alloc in running:
+        if len(out) >= budget:
+            break
+        if spec.profile is None or any(name not in free for name, _ in alloc.placement):
+            continue
+        cur_speed = spec.profile.speedup(alloc.share, fair)
+        here = Demand(alloc.share, cur_speed, alloc.how)
+        wanted = ideal_demand(spec, fair, cluster.servers)
+        for d in [wanted, *intermediate_points(spec, wanted.share, here, fair)]:
+            if d.speedup <= cur_speed * (1 + 1e-6):
+                continue
+            dc = d.share.cpus - alloc.share.cpus
+            dm = d.share.mem_gb - alloc.share.mem_gb
+            if not all(free[name][0] >= n * dc and free[name][1] + MEM_EPS >= n * dm
+                       for name, n in alloc.placement):
+                continue
+            saves = spec.remaining_s * (1 / cur_speed - 1 / d.speedup)
+            if saves <= restart_cost_s:
+                break  # the best point that fits does not pay; the smaller ones less so
+            for name, n in alloc.placement:
+                free[name][0] -= n * dc
+                free[name][1] -= n * dm
+            out.append(Upgrade(spec.id, d, saves))
+            break
+    return out

@@ -1,0 +1,88 @@
+"""An emulated training job: runs N iterations whose time follows a profile and the cores
+and memory the job really got from Slurm, time-scaled so that hours become seconds.
+
+Used by the end-to-end benchmark and the demo in place of real training. It reads its
+share the way a real job would: cores from ``SLURM_CPUS_ON_NODE`` and the GPU count,
+memory from ``scontrol show job -d`` (slurmd's ``Mem=``, since no environment variable
+carries an updated memory-per-GPU). Progress is checkpointed to ``--state`` after every
+chunk, so a requeued job resumes where it stopped.
+
+    python -m synergy_slurm.emulate --profiles model_profiles.json --model res18 \\
+        --iterations 30000 --scale 0.005 --state /shared/job.state
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .core import load_profiles
+
+
+def granted_share() -> tuple[int, float, int]:
+    """(cores per GPU, GB per GPU, GPUs on this node) as Slurm granted them."""
+    gpus = int(os.environ.get("SLURM_GPUS_ON_NODE") or os.environ.get("SLURM_GPUS") or 1)
+    cpus = int(os.environ.get("SLURM_CPUS_ON_NODE", "1"))
+    mem_mb = 0
+    job_id = os.environ.get("SLURM_JOB_ID")
+    scontrol = shutil.which("scontrol")
+    if job_id and scontrol and job_id.isdigit():
+        try:
+            out = subprocess.run([scontrol, "show", "job", "-d", job_id], capture_output=True,
+                                 text=True, timeout=30, check=False).stdout
+            m = re.search(r"\sMem=(\d+)", out)
+            mem_mb = int(m.group(1)) if m else 0
+        except (OSError, subprocess.TimeoutExpired):
+            mem_mb = 0
+    if not mem_mb and os.environ.get("SLURM_MEM_PER_GPU", "").isdigit():
+        mem_mb = int(os.environ["SLURM_MEM_PER_GPU"]) * gpus
+    return max(1, cpus // max(1, gpus)), mem_mb / 1000 / max(1, gpus), gpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profiles", required=True, type=Path)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--iterations", required=True, type=int)
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="wall seconds per emulated second (0.005: 1 h -> 18 s)")
+    ap.add_argument("--state", type=Path, help="checkpoint file (resume after requeue)")
+    ap.add_argument("--chunk-s", type=float, default=0.5, help="wall seconds per checkpoint")
+    args = ap.parse_args(argv)
+    profile = load_profiles(args.profiles)[args.model]
+    cpus, mem_gb, gpus = granted_share()
+    tput = profile.at(cpus, mem_gb if mem_gb > 0 else profile.mem_grid[-1])
+    iter_s = (profile.iter_time_s or 1.0) / tput * args.scale
+    done = 0
+    if args.state and args.state.exists():
+        done = int(json.loads(args.state.read_text()).get("done", 0))
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    signal.signal(signal.SIGUSR1, lambda *_: stop.update(now=True))
+    print(f"emulating {args.model}: {cpus} cores/GPU, {mem_gb:.1f} GB/GPU, {gpus} GPUs, "
+          f"throughput {tput:.2f}, {done}/{args.iterations} done, "
+          f"restart {os.environ.get('SLURM_RESTART_COUNT', '0')}", flush=True)
+    per_chunk = max(1, int(args.chunk_s / iter_s)) if iter_s > 0 else args.iterations
+    while done < args.iterations and not stop["now"]:
+        n = min(per_chunk, args.iterations - done)
+        time.sleep(n * iter_s)
+        done += n
+        if args.state:
+            tmp = args.state.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"done": done}))
+            tmp.replace(args.state)
+    print(f"{'finished' if done >= args.iterations else 'stopped'} at {done} iterations",
+          flush=True)
+    return 0 if done >= args.iterations else 143
+
+
+if __name__ == "__main__":
+    sys.exit(main())
