@@ -13,7 +13,7 @@ the key, so a typo never silently changes behaviour.
     default_partition = "gpu"
     optout_users = []                   # user names whose jobs synergy never touches
     hold_unknown = true                 # hold jobs without a known profile until shaped
-    hold_known = false                  # known profiles start at once with their shape
+    hold_known = true                   # known profiles too (false: start at once, shaped)
     override_user_shape = false         # may synergy change an explicit --cpus-per-gpu?
     max_age_s = 120                     # an older table means "controller down"
 
@@ -61,7 +61,7 @@ class HookSection:
     default_partition: str = "gpu"
     optout_users: tuple[str, ...] = ()
     hold_unknown: bool = True
-    hold_known: bool = False
+    hold_known: bool = True
     override_user_shape: bool = False
     max_age_s: int = 120
 

@@ -127,7 +127,7 @@ class Controller:
         may_requeue = {j.job_id: j for j in running if requeue_ok(j)}
         candidates = [(may_requeue[s.id], s) for s in
                       self.policy.order([specs[i] for i in may_requeue], now)]
-        if cluster.servers and candidates:
+        if cluster.servers and candidates and self.allocator.grows_running:
             actions += requeue_upgrades(candidates, cluster, plan, self.requeue_policy,
                                         self.state.last_requeues(), now)
         by_id = {j.job_id: j for j in managed}
@@ -245,10 +245,14 @@ class Controller:
                 wait = interval
                 if on_round is not None:
                     on_round(res)
-            except RoundFailed as exc:
+            except Exception as exc:  # one bad round must not end the daemon
                 failures += 1
                 wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** failures)
-                log.warning("round failed (%s); next try in %.0f s", exc, wait)
+                if isinstance(exc, RoundFailed):
+                    log.warning("round failed (%s); next try in %.0f s", exc, wait)
+                else:
+                    self.metrics.errors.labels("internal").inc()
+                    log.exception("round crashed; next try in %.0f s", wait)
                 if once:
                     return 2
             if once:

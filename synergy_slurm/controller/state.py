@@ -35,7 +35,9 @@ class StateStore:
         p = Path(path)
         if str(p) != ":memory:":
             p.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(p), timeout=30, isolation_level=None)
+        # One controller uses the store, from whichever thread runs its loop.
+        self.db = sqlite3.connect(str(p), timeout=30, isolation_level=None,
+                                  check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)

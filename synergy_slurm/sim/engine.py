@@ -156,7 +156,7 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
             held = ClusterState(cluster.servers, fair_share=fair, reserved=tuple(
                 (name, a.share.times(n)) for a in kept for name, n in a.placement))
             plan = allocator.allocate(policy.order(waiting, now), held) if waiting else None
-            if config.upgrade_budget:
+            if config.upgrade_budget and allocator.grows_running:
                 kept = _upgrade(active, held, plan, config, now)
             allocations = kept + (list(plan.allocations) if plan else [])
         used_g = used_c = 0

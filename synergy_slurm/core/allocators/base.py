@@ -20,6 +20,9 @@ class Allocator(ABC):
     """Turns policy-ordered jobs and a cluster into a :class:`Plan`."""
 
     name: str = "allocator"
+    # Whether running jobs may be grown into idle resources (core.upgrade): every Synergy
+    # allocator; not the GPU-proportional baseline.
+    grows_running: bool = True
 
     def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
         return self._allocate_then(jobs, cluster, None)

@@ -12,6 +12,7 @@ class ProportionalAllocator(Allocator):
     """Every job gets cores and memory in proportion to its GPUs (Slurm's DefCpuPerGPU)."""
 
     name = "proportional"
+    grows_running = False
 
     def admit(self, job: JobSpec, ledger: Ledger) -> str | None:
         demand = Demand(ledger.fair, 1.0, "proportional")

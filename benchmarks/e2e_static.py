@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""End to end on a real Slurm: the static trace with plain Slurm (GPU-proportional) and with
+the hook + controller (TUNE), emulated training jobs, time-scaled; and the simulator's
+prediction of the same scaled run.
+
+Each job runs `python -m synergy_slurm.emulate`: its iterations take the profile's time at
+the cores and memory Slurm really gave it, times --scale (wall seconds per trace second).
+Jobs opt in to requeue (they checkpoint), so the controller may restart running jobs into
+idle resources when that pays; a requeue costs about 12 s of wall time here (Slurm's
+requeue delay with cred_expire=10), which the simulation charges as its restart cost.
+
+    python benchmarks/e2e_static.py [--jobs 100] [--scale 0.0167] [--json]
+
+Prints {"proportional_makespan_s", "tune_makespan_s", "ratio", "simulated_ratio"} (wall
+seconds of the scaled runs) with --json. Needs root; takes about 1.8 x the proportional
+makespan (15.25 trace hours x scale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from synergy_slurm.cli.devcluster_cmd import spec_of
+from synergy_slurm.config import config_from_dict
+from synergy_slurm.controller.daemon import Controller
+from synergy_slurm.core import ClusterState, load_profiles
+from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.runner import Workload
+from synergy_slurm.sim.trace import read_trace
+from synergy_slurm.slurm import devcluster
+from synergy_slurm.slurm.commands import SlurmCLI
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REQUEUE_WALL_S = 12.0
+
+
+def run_trace(cli: SlurmCLI, jobs, profiles_path: Path, scale: float, work: Path,
+              tag: str) -> float:
+    """Submit every job at once, wait until all are gone; wall seconds."""
+    state = work / tag
+    state.mkdir()
+    t0 = time.monotonic()
+    for j in jobs:
+        cmd = (f"exec {sys.executable} -m synergy_slurm.emulate --profiles {profiles_path} "
+               f"--model {j.model} --iterations {j.iterations} --scale {scale} "
+               f"--state {state}/job{j.job_id}.state")
+        cli.run("sbatch", [f"--gpus={j.gpus}", "--requeue", "--open-mode=append",
+                           f"--comment=synergy:profile={j.model} synergy:requeue-ok",
+                           "--time=1440", f"--job-name=e2e{j.job_id}",
+                           "-o", str(state / f"job{j.job_id}.out"), "--wrap", cmd])
+    while cli.run("squeue", ["-h", "-o", "%A"]).split():
+        time.sleep(0.5)
+    return time.monotonic() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=100, help="first N jobs of the trace")
+    ap.add_argument("--scale", type=float, default=1 / 60,
+                    help="wall seconds per trace second (1/60: a trace hour is a minute)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    profiles_path = SHARED / "model_profiles.json"
+    profiles = load_profiles(profiles_path)
+    trace = read_trace(SHARED / "static_100job.csv", profiles)[:args.jobs]
+    round_s = 300.0
+    restart_trace_s = REQUEUE_WALL_S / args.scale
+    spec = spec_of(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True)
+    work = Path(tempfile.mkdtemp(prefix="synergy-e2e-"))
+    devcluster.down(spec)
+    devcluster.up(spec, timeout_s=90)
+    try:
+        cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
+        prop_s = run_trace(cli, trace, profiles_path, args.scale, work, "proportional")
+        cfg = config_from_dict({
+            "slurm": {"conf": str(spec.conf_path)}, "hook": {"dir": str(spec.etc)},
+            "profiles": {"file": str(profiles_path)},
+            "controller": {"mode": "enforce", "allocator": "tune",
+                           "interval_s": max(0.5, round_s * args.scale),
+                           "state_db": str(work / "state.db"),
+                           "audit_log": str(work / "audit.jsonl"),
+                           "restart_cost_s": restart_trace_s, "requeue_budget": 4,
+                           "requeue_min_interval_s": 0.0}})
+        ctl = Controller(cfg)
+        ctl.run_round()   # writes the hook table: from now on the hook holds the jobs
+        stop = threading.Event()
+        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
+        thread.start()
+        tune_s = run_trace(cli, trace, profiles_path, args.scale, work, "tune")
+        stop.set()
+        thread.join(timeout=60)
+        audit = (work / "audit.jsonl").read_text().splitlines()
+        requeues = sum('"action": "requeue"' in line and '"result": "done"' in line
+                       for line in audit)
+    finally:
+        devcluster.down(spec)
+        shutil.rmtree(work, ignore_errors=True)
+    cluster = ClusterState.uniform(4)
+    sim = {}
+    for alloc, extra in (("proportional", {}),
+                         ("tune", {"preemptive": False, "upgrade_budget": 4,
+                                   "restart_cost_s": restart_trace_s})):
+        res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
+                       profiles, SimConfig(cluster, "fifo", alloc, round_s=round_s, **extra))
+        sim[alloc] = res.makespan_s
+    out = {"jobs": len(trace), "scale": args.scale,
+           "proportional_makespan_s": round(prop_s, 1), "tune_makespan_s": round(tune_s, 1),
+           "ratio": round(prop_s / tune_s, 3),
+           "simulated_ratio": round(sim["proportional"] / sim["tune"], 3),
+           "simulated_proportional_s": round(sim["proportional"] * args.scale, 1),
+           "simulated_tune_s": round(sim["tune"] * args.scale, 1),
+           "requeues": requeues}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>26}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
