@@ -149,7 +149,7 @@ def _section(cls: type, values: dict[str, Any], where: str) -> Any:
             ok = isinstance(val, int) and not isinstance(val, bool)
         elif isinstance(default, float):
             ok = isinstance(val, int | float) and not isinstance(val, bool)
-            val = float(val)
+            val = float(val) if ok else val
         elif isinstance(default, tuple):
             ok = isinstance(val, list) and all(isinstance(v, str) for v in val)
             val = tuple(val) if ok else val

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import sqlite3
 import threading
+from pathlib import Path
 
 import click
 
@@ -81,7 +83,13 @@ def status_cmd(config_path, fmt) -> None:
     """Managed jobs as of the controller's last round: shape now, planned shape, profile,
     expected speedup, and what the controller did or why it waits."""
     cfg = _config(config_path)
-    store = StateStore(cfg.controller.state_db)
+    if not Path(cfg.controller.state_db).exists():
+        raise click.ClickException(f"no controller state at {cfg.controller.state_db}: the "
+                                   "controller has not run yet (synergy controller run)")
+    try:
+        store = StateStore(cfg.controller.state_db)
+    except sqlite3.Error as exc:
+        raise click.ClickException(f"cannot read {cfg.controller.state_db}: {exc}") from None
     jobs = store.jobs()
     last = store.last_round()
     if fmt == "json":
