@@ -19,6 +19,7 @@ the key, so a typo never silently changes behaviour.
 
     [profiles]
     file = ""                           # profiles JSON (model_profiles.json shape)
+    store = "/var/lib/synergy/profiles.db"  # measured profiles (synergy profile ...)
 
     [controller]
     mode = "observe"                    # observe | advise | enforce
@@ -69,6 +70,7 @@ class HookSection:
 @dataclass(frozen=True)
 class ProfilesSection:
     file: str = ""
+    store: str = "/var/lib/synergy/profiles.db"
 
 
 MODES = ("observe", "advise", "enforce")

@@ -10,6 +10,7 @@ from .controller_cmd import controller, status_cmd
 from .devcluster_cmd import dev_cluster
 from .hook_cmd import hook
 from .plan_cmd import plan_cmd
+from .profile_cmd import profile
 from .simulate_cmd import simulate_cmd
 
 
@@ -33,6 +34,7 @@ main.add_command(dev_cluster)
 main.add_command(hook)
 main.add_command(controller)
 main.add_command(status_cmd)
+main.add_command(profile)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ is gone.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from ..config import Config
 from ..core import Plan, Profile, ProfileError, get_allocator, get_policy, load_profiles, make_plan
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
+from ..profiles.store import ProfileStore
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.reader import SlurmReader
@@ -75,19 +77,26 @@ class Controller:
 
     # -- inputs ---------------------------------------------------------------------------
     def profiles(self) -> dict[str, Profile]:
-        """The profiles file, re-read when it changes; a bad file keeps the last good one."""
+        """The profiles file (re-read when it changes; a bad file keeps the last good one)
+        and the profile store (measured profiles win over the file's)."""
         path = self.cfg.profiles.file
-        if not path:
-            return {}
-        try:
-            st = Path(path).stat()
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if stamp != self._profiles_stamp:
-                self._profiles = load_profiles(path)
-                self._profiles_stamp = stamp
-        except (OSError, ProfileError) as exc:
-            log.error("profiles: %s (keeping %d known profiles)", exc, len(self._profiles))
-        return self._profiles
+        if path:
+            try:
+                st = Path(path).stat()
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if stamp != self._profiles_stamp:
+                    self._profiles = load_profiles(path)
+                    self._profiles_stamp = stamp
+            except (OSError, ProfileError) as exc:
+                log.error("profiles: %s (keeping %d known profiles)", exc, len(self._profiles))
+        merged = dict(self._profiles)
+        store = Path(self.cfg.profiles.store)
+        if store.exists():
+            try:
+                merged.update(ProfileStore(store).all())
+            except (sqlite3.Error, ProfileError, ValueError) as exc:
+                log.error("profile store %s: %s", store, exc)
+        return merged
 
     # -- one round ------------------------------------------------------------------------
     def run_round(self) -> RoundResult:

@@ -1,0 +1,1 @@
+"""Profiles: the store (SQLite), fingerprints, and the analytical memory model."""

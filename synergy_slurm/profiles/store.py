@@ -1,0 +1,105 @@
+"""The profile store: SQLite, keyed by a fingerprint.
+
+A fingerprint is the user's profile key when given (``synergy-sbatch --profile-key``), else
+derived from model, batch size, dataset and GPU count. Only complete profiles are stored:
+a profiling run that failed or ran out of budget stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core import Profile, profiles_from_doc, profiles_to_doc
+
+KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+
+
+def fingerprint(key: str | None = None, model: str = "", batch_size: int | None = None,
+                dataset: str = "", gpus: int = 1) -> str:
+    """The store key: the user's key if valid, else ``model:b<batch>:<dataset>:g<gpus>``."""
+    if key:
+        if not KEY_RE.match(key):
+            raise ValueError(f"bad profile key {key!r}: use 1-64 of A-Z a-z 0-9 _ . : -")
+        return key
+    if not model:
+        raise ValueError("give a profile key or at least a model name")
+    parts = [model, f"b{batch_size}" if batch_size else "", dataset, f"g{gpus}"]
+    fp = ":".join(re.sub(r"[^A-Za-z0-9_.\-]", "-", p) for p in parts if p)[:64]
+    return fp
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    profile: Profile
+    measured_points: int
+    profiling_cpu_s: float
+    created: float
+    source: str
+
+    def show(self) -> dict:
+        p = self.profile
+        points = [{"cpus_per_gpu": c, "mem_gb_per_gpu": m, "throughput": p.throughput[i][j]}
+                  for i, c in enumerate(p.cpu_grid) for j, m in enumerate(p.mem_grid)]
+        return {"key": p.key, "points": points, "measured_points": self.measured_points,
+                "profiling_cpu_s": round(self.profiling_cpu_s, 3),
+                "ideal": {"cpus_per_gpu": p.ideal.cpus, "mem_gb_per_gpu": p.ideal.mem_gb}
+                if p.ideal else None,
+                "iter_time_s_at_proportional": p.iter_time_s, "source": self.source}
+
+
+class ProfileStore:
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(p), timeout=30, isolation_level=None,
+                                  check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS profiles (key TEXT PRIMARY KEY, doc TEXT NOT NULL, "
+            "measured_points INTEGER, profiling_cpu_s REAL, created REAL, source TEXT)")
+
+    def put(self, profile: Profile, measured_points: int = 0, profiling_cpu_s: float = 0.0,
+            source: str = "import") -> None:
+        if not KEY_RE.match(profile.key):
+            raise ValueError(f"bad profile key {profile.key!r}")
+        doc = json.dumps(profiles_to_doc({profile.key: profile}))
+        self.db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?)",
+                        (profile.key, doc, measured_points, profiling_cpu_s, time.time(),
+                         source))
+
+    def get(self, key: str) -> StoredProfile | None:
+        row = self.db.execute("SELECT doc, measured_points, profiling_cpu_s, created, source "
+                              "FROM profiles WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        prof = profiles_from_doc(json.loads(row[0]))[key]
+        return StoredProfile(prof, row[1] or 0, row[2] or 0.0, row[3], row[4] or "")
+
+    def list_keys(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT key FROM profiles ORDER BY key")]
+
+    def all(self) -> dict[str, Profile]:
+        out = {}
+        for (doc,) in self.db.execute("SELECT doc FROM profiles"):
+            out.update(profiles_from_doc(json.loads(doc)))
+        return out
+
+    def import_doc(self, doc: Mapping) -> list[str]:
+        profiles = profiles_from_doc(doc)
+        for p in profiles.values():
+            self.put(p, source="import")
+        return sorted(profiles)
+
+    def export_doc(self, keys: list[str] | None = None) -> dict:
+        allp = self.all()
+        chosen = {k: v for k, v in allp.items() if keys is None or k in keys}
+        grids = {(p.cpu_grid, p.mem_grid) for p in chosen.values()}
+        if len(grids) > 1:
+            raise ValueError("profiles on different grids: export them separately (--key)")
+        return profiles_to_doc(chosen)

@@ -1,0 +1,54 @@
+"""The profile store and `synergy profile import/export/show/list`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli.main import main
+from synergy_slurm.profiles.store import ProfileStore, fingerprint
+
+
+def test_fingerprints():
+    assert fingerprint("res18-imagenet") == "res18-imagenet"
+    assert fingerprint(model="res18", batch_size=256, dataset="imagenet", gpus=2) == \
+        "res18:b256:imagenet:g2"
+    with pytest.raises(ValueError):
+        fingerprint("bad key; rm -rf /")
+    with pytest.raises(ValueError):
+        fingerprint()
+
+
+def test_import_show_export_round_trip(tmp_path, reference_dir, paper_profiles):
+    db = str(tmp_path / "p.db")
+    run = CliRunner().invoke
+    res = run(main, ["profile", "import", "--store", db,
+                     str(reference_dir / "model_profiles.json")])
+    assert res.exit_code == 0 and "imported 10 profiles" in res.output
+    assert run(main, ["profile", "list", "--store", db]).output.split() == sorted(
+        paper_profiles)
+    shown = json.loads(run(main, ["profile", "show", "--store", db, "alexnet", "--format",
+                                  "json"]).output)
+    assert set(shown) >= {"key", "points", "measured_points", "profiling_cpu_s"}
+    assert shown["key"] == "alexnet" and len(shown["points"]) == 45
+    best = max(shown["points"], key=lambda p: p["throughput"])
+    assert best["throughput"] == pytest.approx(2.94)
+    out = tmp_path / "export.json"
+    assert run(main, ["profile", "export", "--store", db, "--out", str(out)]).exit_code == 0
+    again = ProfileStore(tmp_path / "q.db")
+    again.import_doc(json.loads(out.read_text()))
+    for k, p in paper_profiles.items():
+        got = again.get(k).profile
+        assert got.throughput == p.throughput and got.ideal == p.ideal
+
+
+def test_bad_imports_and_missing_keys_are_clear(tmp_path):
+    db = str(tmp_path / "p.db")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"models": 1}')
+    res = CliRunner().invoke(main, ["profile", "import", "--store", db, str(bad)])
+    assert res.exit_code != 0 and "not a profiles document" in res.output
+    res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
+    assert res.exit_code != 0 and "no profile 'nope'" in res.output
