@@ -24,12 +24,18 @@ import sys
 import time
 from pathlib import Path
 
+from profiler.progress import Progress
+
 from .core import load_profiles
 
 
 def granted_share() -> tuple[int, float, int]:
-    """(cores per GPU, GB per GPU, GPUs on this node) as Slurm granted them."""
+    """(cores per GPU, GB per GPU, GPUs on this node) as Slurm granted them; under the
+    profiler, its core allotment (SYNERGY_PROFILE_CPUS) with all memory."""
     gpus = int(os.environ.get("SLURM_GPUS_ON_NODE") or os.environ.get("SLURM_GPUS") or 1)
+    profiling = os.environ.get("SYNERGY_PROFILE_CPUS", "")
+    if profiling.isdigit():
+        return max(1, int(profiling) // max(1, gpus)), float("inf"), gpus
     cpus = int(os.environ.get("SLURM_CPUS_ON_NODE", "1"))
     mem_mb = 0
     job_id = os.environ.get("SLURM_JOB_ID")
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     profile = load_profiles(args.profiles)[args.model]
     cpus, mem_gb, gpus = granted_share()
-    tput = profile.at(cpus, mem_gb if mem_gb > 0 else profile.mem_grid[-1])
+    tput = profile.at(cpus, mem_gb if 0 < mem_gb < float("inf") else profile.mem_grid[-1])
     iter_s = (profile.iter_time_s or 1.0) / tput * args.scale
     done = 0
     if args.state and args.state.exists():
@@ -71,14 +77,18 @@ def main(argv: list[str] | None = None) -> int:
           f"throughput {tput:.2f}, {done}/{args.iterations} done, "
           f"restart {os.environ.get('SLURM_RESTART_COUNT', '0')}", flush=True)
     per_chunk = max(1, int(args.chunk_s / iter_s)) if iter_s > 0 else args.iterations
-    while done < args.iterations and not stop["now"]:
-        n = min(per_chunk, args.iterations - done)
-        time.sleep(n * iter_s)
-        done += n
-        if args.state:
-            tmp = args.state.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"done": done}))
-            tmp.replace(args.state)
+    if os.environ.get("SYNERGY_PROGRESS_FILE"):
+        per_chunk = 1   # the profiler is watching: one progress line per iteration
+    with Progress() as progress:
+        while done < args.iterations and not stop["now"]:
+            n = min(per_chunk, args.iterations - done)
+            time.sleep(n * iter_s)
+            done += n
+            progress.step(n)
+            if args.state:
+                tmp = args.state.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"done": done}))
+                tmp.replace(args.state)
     print(f"{'finished' if done >= args.iterations else 'stopped'} at {done} iterations",
           flush=True)
     return 0 if done >= args.iterations else 143

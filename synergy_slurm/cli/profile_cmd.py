@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import click
 
+from profiler.gpu import gpu_probe
+from profiler.harness import PointConfig, measure
+from profiler.search import SearchError, optimistic_search
+
 from ..config import ConfigError, load_config
 from ..core import ProfileError
-from ..profiles.store import ProfileStore
+from ..profiles.build import build_profile
+from ..profiles.memory_model import StorageModel
+from ..profiles.store import KEY_RE, ProfileStore
 
 
 def _store(config_path, store_path) -> ProfileStore:
@@ -38,6 +49,102 @@ def store_options(f):
 @click.group("profile")
 def profile() -> None:
     """Job profiles: throughput over cores/GPU x memory/GPU, keyed by profile key."""
+
+
+@profile.command("run", context_settings={"ignore_unknown_options": True,
+                                          "allow_interspersed_args": False})
+@store_options
+@click.option("--key", required=True, help="Profile key (what --profile-key names).")
+@click.option("--gpus", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--max-cpus", type=click.IntRange(1, 4096),
+              help="Most cores to try (default: the allocation's, SLURM_CPUS_ON_NODE).")
+@click.option("--budget-s", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Wall budget for the whole profile.")
+@click.option("--point-budget-s", default=60.0, show_default=True,
+              type=click.FloatRange(1), help="Wall budget for one point.")
+@click.option("--steps", default=30, show_default=True, type=click.IntRange(10),
+              help="Measured steps per point (after warm-up).")
+@click.option("--warmup", default=5, show_default=True, type=click.IntRange(0))
+@click.option("--max-points", default=8, show_default=True, type=click.IntRange(2, 32))
+@click.option("--dataset-gb", type=click.FloatRange(0, min_open=True),
+              help="Dataset size, for the memory model (else memory-insensitive).")
+@click.option("--dataset-samples", type=click.FloatRange(1),
+              help="Samples per epoch (with --dataset-gb).")
+@click.option("--disk-gb-s", default=0.5, show_default=True, type=click.FloatRange(0.001))
+@click.option("--mem-gb-s", default=10.0, show_default=True, type=click.FloatRange(0.001))
+@click.option("--submit", is_flag=True,
+              help="Submit a short, lowest-priority Slurm job that runs this profile.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget_s, steps,
+            warmup, max_points, dataset_gb, dataset_samples, disk_gb_s, mem_gb_s, submit,
+            fmt, command) -> None:
+    """Profile a training COMMAND: measure its throughput at core counts chosen by
+    optimistic search (most cores first, halve while within 10%, refine where it drops),
+    model its memory sensitivity, and store the profile under KEY.
+
+    The command reports its steps through profiler.progress (or $SYNERGY_PROGRESS_FILE)
+    and sizes its workers from $SYNERGY_PROFILE_CPUS. Run it inside an allocation, or
+    with --submit. Nothing is stored unless every measured point succeeded.
+
+    \b
+      synergy profile run --key res18 --gpus 1 --max-cpus 12 -- python train.py
+    """
+
+    if not KEY_RE.match(key):
+        raise click.BadParameter("use 1-64 of A-Z a-z 0-9 _ . : -", param_hint="--key")
+    if dataset_gb and not dataset_samples:
+        raise click.BadParameter("--dataset-gb needs --dataset-samples")
+    if submit:
+        sbatch = shutil.which("sbatch")
+        if sbatch is None:
+            raise click.ClickException("sbatch not found")
+        script = Path(tempfile.mkdtemp(prefix="synergy-profile-")) / "run.sh"
+        script.write_text('#!/bin/sh\nexec "$@"\n')
+        script.chmod(0o755)
+        me = [sys.executable, "-m", "synergy_slurm.cli.main", "profile", "run"]
+        if store_path:
+            me += ["--store", str(store_path)]
+        if config_path:
+            me += ["--config", str(config_path)]
+        me += ["--key", key, "--gpus", str(gpus), "--budget-s", str(budget_s),
+               "--steps", str(steps), "--warmup", str(warmup)]
+        if max_cpus:
+            me += ["--max-cpus", str(max_cpus)]
+        minutes = max(1, int(budget_s // 60) + 2)
+        opts = [f"--gpus={gpus}", f"--time={minutes}", "--nice=10000",
+                f"--job-name=synergy-profile-{key}", "--comment=synergy:off"]
+        if max_cpus:
+            opts.append(f"--cpus-per-gpu={max(1, max_cpus // gpus)}")
+        res = subprocess.run([sbatch, "--parsable", *opts, str(script), *me, "--",
+                              *command], capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            raise click.ClickException(res.stderr.strip())
+        click.echo(f"submitted profiling job {res.stdout.strip()}")
+        return
+    cores = max_cpus or int(os.environ.get("SLURM_CPUS_ON_NODE") or os.cpu_count() or 1)
+    per_gpu_max = max(1, cores // gpus)
+    point = PointConfig(warmup_steps=warmup, steps=steps, budget_s=point_budget_s)
+    try:
+        res = optimistic_search(lambda k: measure(list(command), k * gpus, point, gpu_probe),
+                                per_gpu_max, max_points=max_points, budget_s=budget_s)
+    except SearchError as exc:
+        raise click.ClickException(f"profile of {key} not stored: {exc}") from None
+    storage = StorageModel(dataset_gb, disk_gb_s, mem_gb_s) if dataset_gb else None
+    curve = {k: m.samples_per_s for k, m in res.points.items()}
+    prof = build_profile(key, curve, gpus, storage=storage, samples_per_epoch=dataset_samples)
+    _store(config_path, store_path).put(prof, measured_points=len(res.points),
+                                        profiling_cpu_s=res.cpu_s, source="profiler")
+    if fmt == "json":
+        click.echo(json.dumps({"key": key, "curve": curve, "measured_points": len(res.points),
+                               "repeats": res.repeats, "profiling_cpu_s": round(res.cpu_s, 2),
+                               "wall_s": round(res.wall_s, 2)}))
+        return
+    click.echo(f"profiled {key}: {len(res.points)} points in {res.wall_s:.1f} s, "
+               f"{res.cpu_s:.1f} CPU-s ({res.repeats} repeated)")
+    for k, v in sorted(curve.items()):
+        click.echo(f"  {k:>3} cores/GPU: {v:10.2f} samples/s")
+    click.echo(f"  ideal: {prof.ideal.cpus} cores/GPU")
 
 
 @profile.command("import")

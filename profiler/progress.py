@@ -1,0 +1,73 @@
+"""How a training job tells the profiler its progress: one line per step in a file.
+
+The harness sets ``SYNERGY_PROGRESS_FILE``; outside profiling every call here is a no-op,
+so a job can keep the calls in production. Two ways to use it:
+
+    from profiler.progress import track
+    for batch in track(loader, batch_size=256):     # wraps any iterable
+        train_step(batch)
+
+    from profiler.progress import Progress
+    with Progress(batch_size=256) as p:              # explicit steps
+        for batch in loader:
+            train_step(batch)
+            p.step()
+
+A job that cannot import this writes the lines itself: ``<monotonic seconds> <samples>``
+appended to $SYNERGY_PROGRESS_FILE after every iteration (see sbatch_templates/README.md).
+The core count to use for data-loader workers and intra-op threads is in
+``SYNERGY_PROFILE_CPUS`` (see :func:`granted_cpus`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, TypeVar
+
+T = TypeVar("T")
+ENV_FILE = "SYNERGY_PROGRESS_FILE"
+ENV_CPUS = "SYNERGY_PROFILE_CPUS"
+
+
+def granted_cpus(default: int | None = None) -> int:
+    """The cores this run may use: the profiler's allotment, else the affinity mask."""
+    env = os.environ.get(ENV_CPUS, "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return default or os.cpu_count() or 1
+
+
+class Progress:
+    """Appends ``<time> <samples>`` per step to $SYNERGY_PROGRESS_FILE (if set)."""
+
+    def __init__(self, batch_size: int = 1, path: str | None = None) -> None:
+        self.batch_size = batch_size
+        self.path = path if path is not None else os.environ.get(ENV_FILE)
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> Progress:
+        if self.path:
+            self._fh = open(self.path, "a", buffering=1)
+        return self
+
+    def step(self, samples: int | None = None) -> None:
+        if self._fh is not None:
+            self._fh.write(f"{time.monotonic():.6f} {samples or self.batch_size}\n")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def track(iterable: Iterable[T], batch_size: int = 1) -> Iterator[T]:
+    """Yield from ``iterable``, reporting one step per item."""
+    with Progress(batch_size) as p:
+        for item in iterable:
+            yield item
+            p.step()
