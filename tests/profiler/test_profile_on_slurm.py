@@ -1,0 +1,45 @@
+"""`synergy profile run --submit` on the real test cluster with an emulated job."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli.main import main
+from synergy_slurm.profiles.store import ProfileStore
+
+from ..slurm.helpers import cancel_all
+
+pytestmark = pytest.mark.slurm
+SCALE = 0.04
+
+
+def test_submitted_profile_lands_in_the_store(slurm_cluster, slurm_cli, tmp_path,
+                                              reference_dir, paper_profiles, monkeypatch):
+    cancel_all(slurm_cli)
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf_path))
+    db = tmp_path / "profiles.db"
+    cmd = [sys.executable, "-m", "synergy_slurm.emulate", "--profiles",
+           str(reference_dir / "model_profiles.json"), "--model", "res18",
+           "--iterations", "100000", "--scale", str(SCALE)]
+    res = CliRunner().invoke(main, ["profile", "run", "--submit", "--store", str(db),
+                                    "--key", "emu-res18", "--max-cpus", "24", "--steps", "20",
+                                    "--warmup", "3", "--budget-s", "120", "--", *cmd])
+    assert res.exit_code == 0, res.output
+    job_id = int(res.output.split()[-1])
+    fields = slurm_cli.run("scontrol", ["show", "job", "-o", str(job_id)])
+    assert "Nice=10000" in fields and "synergy:off" in fields
+    deadline = time.time() + 120
+    while time.time() < deadline and ProfileStore(db).get("emu-res18") is None:
+        time.sleep(0.5)
+    stored = ProfileStore(db).get("emu-res18")
+    assert stored is not None, slurm_cli.run("scontrol", ["show", "job", str(job_id)])
+    assert 2 <= stored.measured_points <= 8 and stored.profiling_cpu_s >= 0
+    prof = paper_profiles["res18"]
+    for c, row in zip(stored.profile.cpu_grid, stored.profile.throughput, strict=True):
+        true = prof.at(c, prof.mem_grid[-1]) / (prof.iter_time_s * SCALE)
+        assert row[0] == pytest.approx(true, rel=0.05)
+    assert stored.profile.ideal.cpus == 9     # res18 saturates at 9 cores/GPU
