@@ -4,8 +4,9 @@ Semantics (SYNERGY.md, "Rounds"): every ``round_s`` seconds the plan is made afr
 runnable jobs. A job in the plan runs the whole round and is credited
 floor(available time / effective iteration time) iterations; it completes at the end of
 the round in which its iterations run out. A job whose GPUs, cores, memory and servers are
-unchanged keeps running (lease extension); any other change, or a start after waiting,
-costs ``restart_cost_s`` of the round (0 by default, as in the paper).
+unchanged keeps running (lease extension); any other change, or resuming after a pause,
+costs ``restart_cost_s`` (0 by default, as in the paper; carried into later rounds when
+longer than one). The first start costs nothing.
 
 The engine has no scheduling logic of its own: the order and the shares come from
 ``synergy_slurm.core``.
@@ -169,9 +170,10 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
             used_c += alloc.share.cpus * alloc.gpus
             used_m += alloc.share.mem_gb * alloc.gpus
             shape = (alloc.share, alloc.placement)
-            if shape != job.shape:
-                if job.shape is not None or job.start is not None:
-                    job.restarts += 1
+            if shape != job.shape and job.start is not None:
+                # A restart (new shape, or resuming after a pause) costs; the first start
+                # does not (the paper's simulator charges nothing at all).
+                job.restarts += 1
                 job.restart_debt = config.restart_cost_s
             paid = min(job.restart_debt, rnd)
             job.restart_debt -= paid
