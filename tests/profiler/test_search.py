@@ -11,29 +11,34 @@ from click.testing import CliRunner
 from synergy_slurm.cli.main import main
 from synergy_slurm.profiles.store import ProfileStore
 
-SCALE = 0.04
+FASTEST_STEP_S = 0.025   # sleep-based steps: long enough that timer noise stays ~1%
 
 
-def emulated(reference_dir, model: str, iterations: int = 100000) -> list[str]:
+def scale_for(prof) -> float:
+    return FASTEST_STEP_S / (prof.iter_time_s / prof.best)
+
+
+def emulated(reference_dir, model: str, scale: float, iterations: int = 100000) -> list[str]:
     return [sys.executable, "-m", "synergy_slurm.emulate", "--profiles",
             str(reference_dir / "model_profiles.json"), "--model", model,
-            "--iterations", str(iterations), "--scale", str(SCALE)]
+            "--iterations", str(iterations), "--scale", str(scale)]
 
 
 @pytest.mark.parametrize("model", ["alexnet", "res50", "gnmt"])
 def test_search_recovers_the_true_curve(tmp_path, reference_dir, paper_profiles, model):
     db = tmp_path / "p.db"
+    prof = paper_profiles[model]
+    scale = scale_for(prof)
     res = CliRunner().invoke(main, [
         "profile", "run", "--store", str(db), "--key", f"emu-{model}", "--max-cpus", "24",
         "--steps", "20", "--warmup", "3", "--format", "json", "--",
-        *emulated(reference_dir, model)])
+        *emulated(reference_dir, model, scale)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    prof = paper_profiles[model]
     assert 2 <= out["measured_points"] <= 8
     assert out["profiling_cpu_s"] >= 0
     for cores, measured in out["curve"].items():
-        true = prof.at(int(cores), prof.mem_grid[-1]) / (prof.iter_time_s * SCALE)
+        true = prof.at(int(cores), prof.mem_grid[-1]) / (prof.iter_time_s * scale)
         assert measured == pytest.approx(true, rel=0.05), (cores, measured, true)
     stored = ProfileStore(db).get(f"emu-{model}")
     assert stored.measured_points == out["measured_points"]
