@@ -11,18 +11,12 @@ from pathlib import Path
 
 import click
 
-from ..config import ConfigError, load_config
 from ..controller.daemon import Controller, RoundResult
 from ..controller.state import StateStore
+from .options import config_or_exit
 
 log = logging.getLogger(__name__)
 
-
-def _config(path):
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 @click.group("controller")
@@ -49,7 +43,7 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     `synergy status`), enforce (act). --dry-run forces observe. Every action is written to
     the audit log ([controller] audit_log) whatever the mode.
     """
-    cfg = _config(config_path)
+    cfg = config_or_exit(config_path)
     effective = "observe" if dry_run else (mode or cfg.controller.mode)
     ctl = Controller(cfg, mode=effective)
     if cfg.controller.metrics_port and not once:
@@ -82,7 +76,7 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
 def status_cmd(config_path, fmt) -> None:
     """Managed jobs as of the controller's last round: shape now, planned shape, profile,
     expected speedup, and what the controller did or why it waits."""
-    cfg = _config(config_path)
+    cfg = config_or_exit(config_path)
     if not Path(cfg.controller.state_db).exists():
         raise click.ClickException(f"no controller state at {cfg.controller.state_db}: the "
                                    "controller has not run yet (synergy controller run)")

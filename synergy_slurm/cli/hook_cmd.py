@@ -10,7 +10,6 @@ from pathlib import Path
 
 import click
 
-from ..config import ConfigError, load_config
 from ..core import ProfileError, load_profiles
 from ..hook.export import build_table, table_path
 from ..hook.rules import decide
@@ -19,18 +18,12 @@ from ..hook.table import DISABLE_NAME, TableError, parse_table
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
-from .options import default_profiles_path
+from .options import config_or_exit, default_profiles_path
 
 HOOK_SCRIPT = Path(__file__).resolve().parents[2] / "job_submit_hook" / "job_submit.lua"
 CONFIG_OPTION = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                              default=None, help="synergy.toml (default /etc/slurm/synergy.toml).")
 
-
-def _config(path):
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 @click.group("hook")
@@ -52,7 +45,7 @@ def explain_cmd(config_path, table_file, uid, fmt, sbatch_args) -> None:
     \b
       synergy hook explain --format json -- --gpus=2 --comment synergy:profile=res18
     """
-    cfg = _config(config_path)
+    cfg = config_or_exit(config_path)
     path = table_file or table_path(cfg.hook)
     try:
         sub = submission_from_args(sbatch_args, uid=os.getuid() if uid is None else uid)
@@ -89,7 +82,7 @@ def explain_cmd(config_path, table_file, uid, fmt, sbatch_args) -> None:
 def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, out) -> None:
     """Write the hook table (atomically). The controller does this every round; run it by
     hand to try the hook without the controller (the table expires after max_age_s)."""
-    cfg = _config(config_path)
+    cfg = config_or_exit(config_path)
     ppath = profiles_path or (Path(cfg.profiles.file) if cfg.profiles.file else None) \
         or default_profiles_path()
     try:
@@ -151,7 +144,7 @@ def failsafe_cmd(config_path, dry_run: bool) -> None:
     Run it from a timer (docs/synergy-failsafe.timer) so that no job stays held because
     the controller stopped. Does nothing while the table is fresh.
     """
-    cfg = _config(config_path)
+    cfg = config_or_exit(config_path)
     path = table_path(cfg.hook)
     try:
         table = parse_table(path.read_text())

@@ -27,3 +27,26 @@ def default_profiles_path() -> Path | None:
         return Path(env)
     here = Path(__file__).resolve().parents[3] / "shared" / "reference" / "model_profiles.json"
     return here if here.exists() else None
+
+
+def profiles_option_value(path: Path | None) -> dict:
+    """The profiles of --profiles FILE, else the default; a clear error if none or bad."""
+    from ..core import ProfileError, load_profiles
+
+    chosen = path or default_profiles_path()
+    if chosen is None:
+        raise click.UsageError("no profiles: pass --profiles FILE or set SYNERGY_PROFILES")
+    try:
+        return load_profiles(chosen)
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def config_or_exit(path: str | None):
+    """synergy.toml (default /etc/slurm/synergy.toml), or a clear error naming the key."""
+    from ..config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -12,14 +12,12 @@ from ..core import (
     ALLOCATOR_NAMES,
     POLICIES,
     ClusterState,
-    ProfileError,
     get_allocator,
     get_policy,
-    load_profiles,
     make_plan,
 )
 from ..sim.jobsets import full_cluster_jobs
-from .options import csv_list, default_profiles_path
+from .options import csv_list, profiles_option_value
 
 
 @click.command("plan")
@@ -62,13 +60,7 @@ def plan_cmd(servers, gpus_per_server, cpus_per_server, mem_per_server, policy, 
         raise click.BadParameter("expected comma-separated numbers") from None
     if mix is not None and (len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0):
         raise click.BadParameter("give three non-negative percentages", param_hint="--split")
-    path = profiles_path or default_profiles_path()
-    if path is None:
-        raise click.UsageError("no profiles: pass --profiles FILE or set SYNERGY_PROFILES")
-    try:
-        profiles = load_profiles(path)
-    except ProfileError as exc:
-        raise click.ClickException(str(exc)) from None
+    profiles = profiles_option_value(profiles_path)
     cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server, mem_per_server)
     jobs = full_cluster_jobs(random.Random(seed), profiles, servers * gpus_per_server,
                              sizes=sizes, split=mix)

@@ -16,21 +16,17 @@ from profiler.gpu import gpu_probe
 from profiler.harness import PointConfig, measure
 from profiler.search import SearchError, optimistic_search
 
-from ..config import ConfigError, load_config
 from ..core import ProfileError
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.store import KEY_RE, ProfileStore
+from .options import config_or_exit
 
 
 def _store(config_path, store_path) -> ProfileStore:
     if store_path:
         return ProfileStore(store_path)
-    try:
-        cfg = load_config(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    return ProfileStore(cfg.profiles.store)
+    return ProfileStore(config_or_exit(config_path).profiles.store)
 
 
 STORE_OPTIONS = [

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import click
 
-from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState, ProfileError, load_profiles
+from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState
 from ..sim.engine import SimConfig
 from ..sim.metrics import summary_row
 from ..sim.report import write_results
 from ..sim.runner import Run, Workload, plan_runs, run_all
 from ..sim.trace import TraceError, read_trace, write_trace
-from .options import csv_list, default_profiles_path
+from .options import csv_list, profiles_option_value
 
 COLUMNS = ("policy", "allocator", "load", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h",
            "p999_jct_h", "makespan_h", "wall_s")
@@ -112,13 +112,7 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         raise click.UsageError("give exactly one of --trace CSV or --generate philly")
     pols = csv_list(policies, tuple(POLICIES), "policy")
     allocs = csv_list(allocators, ALLOCATOR_NAMES, "allocator")
-    path = profiles_path or default_profiles_path()
-    if path is None:
-        raise click.UsageError("no profiles: pass --profiles FILE or set SYNERGY_PROFILES")
-    try:
-        profiles = load_profiles(path)
-    except ProfileError as exc:
-        raise click.ClickException(str(exc)) from None
+    profiles = profiles_option_value(profiles_path)
     win = None
     if window is not None:
         nums = _numbers(window, "job id")
