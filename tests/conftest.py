@@ -50,11 +50,10 @@ def slurm_cluster(request):
     spec = spec_of(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True)
     devcluster.down(spec)  # a clean cluster: leftovers of an interrupted run go
     seconds = devcluster.up(spec, install=True, timeout_s=90)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     msg = f"dev cluster: 4 nodes idle {seconds:.2f} s after start ({spec.state_dir})"
-    if reporter is not None:
-        reporter.write_line(msg)
-    print(msg)
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print(f"\n{msg}", flush=True)
     yield spec
     devcluster.down(spec)
 
