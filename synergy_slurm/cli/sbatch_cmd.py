@@ -1,0 +1,193 @@
+"""``synergy-sbatch``: sbatch with a few options of synergy's own.
+
+Every argument it does not know goes to sbatch unchanged, in order (options, the script,
+the script's arguments). Its own options become tokens in the job's comment, which the
+job_submit hook and the controller read:
+
+    --profile-key KEY   -> synergy:profile=KEY   (which profile this job shares)
+    --dataset-size SIZE -> synergy:dataset-gb=N  (for the memory model)
+    --requeue-ok        -> synergy:requeue-ok, plus --requeue --open-mode=append
+    --no-synergy        -> synergy:off           (never touched by synergy)
+
+Errors in these options exit non-zero before anything is submitted; sbatch's own output
+and exit code are passed through unchanged. Needs no privilege: it only runs sbatch as you.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+import click
+
+from ..hook.export import table_path
+from ..hook.rules import PROFILE_TOKEN, decide
+from ..hook.sbatch_args import SbatchArgError, submission_from_args
+from ..hook.table import TableError, parse_table
+from ..profiles.store import KEY_RE
+from .options import config_or_exit
+
+SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
+
+
+def dataset_gb(text: str) -> float:
+    """``120G``, ``500M``, ``1.5T`` or a plain number of GB."""
+    m = SIZE_RE.match(text.strip())
+    if not m:
+        raise click.BadParameter(f"expected a size like 120G or 500M, got {text!r}",
+                                 param_hint="--dataset-size")
+    scale = {"": 1, "K": 1e-6, "M": 1e-3, "G": 1, "T": 1000}[m.group(2).upper()]
+    value = float(m.group(1)) * scale
+    if value <= 0:
+        raise click.BadParameter("must be positive", param_hint="--dataset-size")
+    return value
+
+
+def split_comment(args: Sequence[str]) -> tuple[list[str], str | None]:
+    """Remove the user's --comment (both forms) from args; return (args, comment)."""
+    out, comment, skip = [], None, False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a.startswith("--comment="):
+            comment = a.split("=", 1)[1]
+        elif a == "--comment" and i + 1 < len(args):
+            comment, skip = args[i + 1], True
+        else:
+            out.append(a)
+    return out, comment
+
+
+def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
+               size_gb: float | None, requeue_ok: bool, no_synergy: bool) -> list[str]:
+    rest, comment = split_comment(list(args))
+    tokens = [comment] if comment else []
+    if no_synergy:
+        tokens.append("synergy:off")
+    if profile_key:
+        tokens.append(f"synergy:profile={profile_key}")
+    if size_gb:
+        tokens.append(f"synergy:dataset-gb={size_gb:g}")
+    extra: list[str] = []
+    if requeue_ok:
+        tokens.append("synergy:requeue-ok")
+        extra = ["--requeue", "--open-mode=append"]
+    opts = ([f"--comment={' '.join(tokens)}"] if tokens else []) + extra
+    # Our options go first so that the script and its arguments stay last.
+    return [sbatch, *opts, *rest]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                 "help_option_names": ["--synergy-help"]})
+@click.option("--profile-key", help="The profile this job shares (1-64 of A-Za-z0-9_.:-).")
+@click.option("--dataset-size", help="Dataset size (e.g. 120G), for the memory model.")
+@click.option("--requeue-ok", is_flag=True,
+              help="The job checkpoints: synergy may requeue it into a larger shape.")
+@click.option("--no-synergy", is_flag=True, help="Opt out: synergy never touches this job.")
+@click.option("--explain", is_flag=True,
+              help="Print what the hook and the controller would do, submit nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              help="With --explain.")
+@click.option("--dry-run", is_flag=True, help="Print the sbatch command line, submit nothing.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="synergy.toml (default /etc/slurm/synergy.toml).")
+@click.pass_context
+def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, explain, fmt,
+         dry_run, config_path) -> None:
+    """synergy-sbatch [SYNERGY OPTIONS] [SBATCH OPTIONS] SCRIPT [ARGS...]
+
+    Submits like sbatch (every sbatch option works unchanged), adding synergy's options.
+    Use --synergy-help for this text; --help goes to sbatch.
+    """
+    args = list(ctx.args)
+    if profile_key is not None and not KEY_RE.match(profile_key):
+        raise click.BadParameter("use 1-64 of A-Z a-z 0-9 _ . : -", param_hint="--profile-key")
+    if no_synergy and (profile_key or requeue_ok):
+        raise click.UsageError("--no-synergy cannot be combined with --profile-key or "
+                               "--requeue-ok")
+    if requeue_ok and "--no-requeue" in args:
+        raise click.UsageError("--requeue-ok conflicts with --no-requeue")
+    size = dataset_gb(dataset_size) if dataset_size is not None else None
+    sbatch = shutil.which("sbatch") or "sbatch"
+    argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy)
+    if explain:
+        click.echo(_explain(argv[1:], config_path, fmt))
+        return
+    if dry_run:
+        click.echo(shlex.join(argv))
+        return
+    try:
+        proc = subprocess.run(argv, check=False)
+    except FileNotFoundError:
+        raise click.ClickException("sbatch not found") from None
+    sys.exit(proc.returncode)
+
+
+def _explain(sbatch_args: list[str], config_path, fmt: str) -> str:
+    cfg = config_or_exit(config_path)
+    try:
+        sub = submission_from_args(sbatch_args, uid=os.getuid())
+    except SbatchArgError as exc:
+        raise click.BadParameter(str(exc)) from None
+    path = table_path(cfg.hook)
+    table, err = None, None
+    try:
+        table = parse_table(path.read_text())
+    except OSError:
+        err = f"no hook table at {path} (controller not running?)"
+    except TableError as exc:
+        err = str(exc)
+    hook = decide(table, sub, time.time(), disabled=(path.parent / "synergy-hook.disable")
+                  .exists(), table_error=err)
+    m = PROFILE_TOKEN.search(sub.comment)
+    info = {"hook": hook.as_dict(), "controller": _controller_view(cfg, m.group(1) if m else None),
+            "sbatch": sbatch_args}
+    if fmt == "json":
+        return json.dumps(info)
+    lines = [f"hook: {'manages' if hook.managed else 'passes'} this job ({hook.reason})"]
+    if hook.cpus_per_gpu:
+        lines.append(f"  cores/GPU {hook.cpus_per_gpu}, memory/GPU {hook.mem_per_gpu_mb} MB")
+    if hook.hold:
+        lines.append("  held until the controller's next round shapes and releases it")
+    ctl = info["controller"]
+    if ctl["profile_known"]:
+        lines.append(f"controller: profile {ctl['profile_key']}: ideal "
+                     f"{ctl['ideal_cpus_per_gpu']} cores/GPU, {ctl['ideal_mem_gb_per_gpu']:g} "
+                     f"GB/GPU, {ctl['speedup_at_ideal']:.2f}x over proportional when it fits")
+    else:
+        lines.append("controller: no known profile: GPU-proportional share")
+    lines.append("sbatch " + shlex.join(sbatch_args))
+    return "\n".join(lines)
+
+
+def _controller_view(cfg, key: str | None) -> dict:
+    """What the controller knows of the job's profile (file and store), without Slurm."""
+    from pathlib import Path
+
+    from ..core import PerGpu, ProfileError, load_profiles
+    from ..profiles.store import ProfileStore
+
+    profiles = {}
+    try:
+        if cfg.profiles.file:
+            profiles.update(load_profiles(cfg.profiles.file))
+        if Path(cfg.profiles.store).exists():
+            profiles.update(ProfileStore(cfg.profiles.store).all())
+    except (OSError, ProfileError, ValueError):
+        pass
+    prof = profiles.get(key) if key else None
+    if prof is None or prof.ideal is None:
+        return {"profile_key": key, "profile_known": False, "ideal_cpus_per_gpu": None,
+                "ideal_mem_gb_per_gpu": None, "speedup_at_ideal": None}
+    fair = PerGpu(3, 62.5)
+    return {"profile_key": key, "profile_known": True, "ideal_cpus_per_gpu": prof.ideal.cpus,
+            "ideal_mem_gb_per_gpu": prof.ideal.mem_gb,
+            "speedup_at_ideal": round(prof.speedup(prof.ideal, fair), 3)}

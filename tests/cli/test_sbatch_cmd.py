@@ -1,0 +1,127 @@
+"""synergy-sbatch: its own options, pass-through, errors before submitting, real submits."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli.sbatch_cmd import build_argv, dataset_gb, main
+
+from ..slurm.helpers import cancel_all, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_USER = "synergysbatchtest"
+
+
+def test_argv_keeps_sbatch_options_and_merges_the_comment():
+    argv = build_argv("sbatch", ["-p", "gpu", "--comment", "my run", "--gpus=2", "job.sh",
+                                 "--lr", "0.1"], "res18", 120.0, True, False)
+    assert argv == ["sbatch", "--comment=my run synergy:profile=res18 synergy:dataset-gb=120 "
+                    "synergy:requeue-ok", "--requeue", "--open-mode=append", "-p", "gpu",
+                    "--gpus=2", "job.sh", "--lr", "0.1"]
+    assert build_argv("sbatch", ["job.sh"], None, None, False, True) == [
+        "sbatch", "--comment=synergy:off", "job.sh"]
+    assert build_argv("sbatch", ["--wrap=hostname"], None, None, False, False) == [
+        "sbatch", "--wrap=hostname"]
+    assert dataset_gb("500M") == pytest.approx(0.5) and dataset_gb("1.5T") == 1500
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--profile-key", "bad key!", "job.sh"], "--profile-key"),
+    (["--dataset-size", "lots", "job.sh"], "expected a size"),
+    (["--dataset-size", "0G", "job.sh"], "must be positive"),
+    (["--no-synergy", "--profile-key", "res18", "job.sh"], "cannot be combined"),
+    (["--requeue-ok", "--no-requeue", "job.sh"], "conflicts with --no-requeue"),
+])
+def test_bad_options_fail_before_submitting(args, message, monkeypatch):
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("submitted"))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and message in res.output
+
+
+def test_dry_run_prints_the_command_line():
+    res = CliRunner().invoke(main, ["--dry-run", "--profile-key", "res18", "--gpus=1", "j.sh"])
+    assert res.exit_code == 0
+    assert res.output.strip().endswith("sbatch --comment=synergy:profile=res18 --gpus=1 j.sh")
+
+
+@pytest.mark.slurm
+def test_submits_as_root_and_as_an_unprivileged_user(slurm_cluster, slurm_cli, tmp_path,
+                                                    monkeypatch):
+    cancel_all(slurm_cli)
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf_path))
+    exe = shutil.which("synergy-sbatch", path=str(REPO / ".venv" / "bin")) or \
+        shutil.which("synergy-sbatch")
+    assert exe, "synergy-sbatch not installed"
+    env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf_path))
+    res = subprocess.run([exe, "--parsable", "--profile-key", "res18", "--requeue-ok",
+                          "--gpus=1", "-o", "/dev/null", "--wrap", "sleep 1"],
+                         capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    jid = int(res.stdout.strip())
+    fields = slurm_cli.run("scontrol", ["show", "job", "-o", str(jid)])
+    assert "Comment=synergy:profile=res18 synergy:requeue-ok" in fields
+    assert "Requeue=1" in fields
+    wait_for(slurm_cli, jid, {"COMPLETED"})
+    # sbatch's own errors pass through unchanged, with its exit code.
+    bad = subprocess.run([exe, "--gpus=1", "--partition=nosuch", "--wrap", "true"],
+                         capture_output=True, text=True, env=env, check=False)
+    assert bad.returncode != 0 and "invalid partition" in bad.stderr.lower()
+
+
+@pytest.mark.slurm
+def test_an_unprivileged_user_submits_as_themself(slurm_cluster, slurm_cli):
+    """An ordinary user submits as themself and cannot touch root's jobs."""
+    cancel_all(slurm_cli)
+    exe = shutil.which("synergy-sbatch", path=str(REPO / ".venv" / "bin")) or \
+        shutil.which("synergy-sbatch")
+    env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf_path))
+    subprocess.run(["useradd", "-M", TEST_USER], capture_output=True, check=False)
+    probe = subprocess.run(["runuser", "-u", TEST_USER, "--", exe, "--synergy-help"],
+                           capture_output=True, text=True, cwd="/", check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"this checkout's Python is not readable by other users: {probe.stderr}")
+    other = int(slurm_cli.run("sbatch", ["--parsable", "--hold", "--gpus=1", "-o",
+                                         "/dev/null", "--wrap", "true"]).strip())
+    work = Path(tempfile.mkdtemp(prefix="synergy-sbatch-"))
+    try:
+        work.chmod(0o777)
+        res = subprocess.run(["runuser", "-u", TEST_USER, "--", exe, "--parsable",
+                              "--profile-key", "gnmt", "--gpus=1", f"--chdir={work}",
+                              "-o", "/dev/null", "--wrap", "sleep 1"], capture_output=True,
+                             text=True, env=env, cwd=work, check=False)
+        assert res.returncode == 0, res.stderr
+        mine = int(res.stdout.strip())
+        assert f"UserId={TEST_USER}(" in slurm_cli.run("scontrol", ["show", "job", "-o",
+                                                                   str(mine)])
+        deny = subprocess.run(["runuser", "-u", TEST_USER, "--", "scontrol", "update",
+                               f"JobId={other}", "CpusPerTres=gres:gpu:9"],
+                              capture_output=True, text=True, env=env, cwd=work, check=False)
+        assert deny.returncode != 0
+        assert "CpusPerTres=gres:gpu:9" not in slurm_cli.run("scontrol", ["show", "job",
+                                                                          "-o", str(other)])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        cancel_all(slurm_cli)
+
+
+def test_explain_json_has_the_hook_and_controller_views(tmp_path, reference_dir):
+    cfg = tmp_path / "synergy.toml"
+    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\n'
+                   f'file = "{reference_dir / "model_profiles.json"}"\n'
+                   f'store = "{tmp_path / "none.db"}"\n')
+    res = CliRunner().invoke(main, ["--explain", "--format", "json", "--config", str(cfg),
+                                    "--profile-key", "alexnet", "--gpus=1", "job.sh"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["hook"]["managed"] is False and "no hook table" in info["hook"]["reason"]
+    assert info["controller"]["profile_known"] is True
+    assert info["controller"]["ideal_cpus_per_gpu"] == 12
+    assert info["controller"]["speedup_at_ideal"] == pytest.approx(2.94)
