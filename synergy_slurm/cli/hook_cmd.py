@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from ..core import ProfileError, load_profiles
+from ..hook.explain import explain
 from ..hook.export import build_table, table_path
-from ..hook.rules import decide
 from ..hook.sbatch_args import SbatchArgError, submission_from_args
 from ..hook.table import DISABLE_NAME, TableError, parse_table
 from ..slurm.commands import SlurmCLI, SlurmError
@@ -51,15 +51,7 @@ def explain_cmd(config_path, table_file, uid, fmt, sbatch_args) -> None:
         sub = submission_from_args(sbatch_args, uid=os.getuid() if uid is None else uid)
     except SbatchArgError as exc:
         raise click.BadParameter(str(exc)) from None
-    table, err = None, None
-    try:
-        table = parse_table(path.read_text())
-    except OSError:
-        err = f"no table at {path}"
-    except TableError as exc:
-        err = str(exc)
-    disabled = (path.parent / DISABLE_NAME).exists()
-    d = decide(table, sub, time.time(), disabled=disabled, table_error=err)
+    d = explain(path, sub, time.time())
     if fmt == "json":
         click.echo(json.dumps(d.as_dict()))
         return

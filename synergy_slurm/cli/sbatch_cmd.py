@@ -27,8 +27,9 @@ from collections.abc import Sequence
 
 import click
 
+from ..hook.explain import explain
 from ..hook.export import table_path
-from ..hook.rules import PROFILE_TOKEN, decide
+from ..hook.rules import PROFILE_TOKEN
 from ..hook.sbatch_args import SbatchArgError, submission_from_args
 from ..hook.table import TableError, parse_table
 from ..profiles.store import KEY_RE
@@ -137,16 +138,7 @@ def _explain(sbatch_args: list[str], config_path, fmt: str) -> str:
         sub = submission_from_args(sbatch_args, uid=os.getuid())
     except SbatchArgError as exc:
         raise click.BadParameter(str(exc)) from None
-    path = table_path(cfg.hook)
-    table, err = None, None
-    try:
-        table = parse_table(path.read_text())
-    except OSError:
-        err = f"no hook table at {path} (controller not running?)"
-    except TableError as exc:
-        err = str(exc)
-    hook = decide(table, sub, time.time(), disabled=(path.parent / "synergy-hook.disable")
-                  .exists(), table_error=err)
+    hook = explain(table_path(cfg.hook), sub, time.time())
     m = PROFILE_TOKEN.search(sub.comment)
     info = {"hook": hook.as_dict(), "controller": _controller_view(cfg, m.group(1) if m else None),
             "sbatch": sbatch_args}
@@ -187,7 +179,14 @@ def _controller_view(cfg, key: str | None) -> dict:
     if prof is None or prof.ideal is None:
         return {"profile_key": key, "profile_known": False, "ideal_cpus_per_gpu": None,
                 "ideal_mem_gb_per_gpu": None, "speedup_at_ideal": None}
+    # The proportional share: per GPU of the managed nodes as the hook table records them,
+    # else the paper's servers (3 cores, 62.5 GB per GPU).
     fair = PerGpu(3, 62.5)
+    try:
+        t = parse_table(table_path(cfg.hook).read_text())
+        fair = PerGpu(t.node_cpus // t.node_gpus, t.node_mem_mb / t.node_gpus / 1000)
+    except (OSError, TableError):
+        pass
     return {"profile_key": key, "profile_known": True, "ideal_cpus_per_gpu": prof.ideal.cpus,
             "ideal_mem_gb_per_gpu": prof.ideal.mem_gb,
             "speedup_at_ideal": round(prof.speedup(prof.ideal, fair), 3)}

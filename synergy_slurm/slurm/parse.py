@@ -170,15 +170,20 @@ def version_of(raw: str | bytes) -> str:
 
 
 # -- jobs --------------------------------------------------------------------------------
-def parse_jobs(raw: str | bytes) -> tuple[list[SlurmJob], list[Skipped]]:
-    jobs, skipped = [], []
-    for rec in load_document(raw, "jobs"):
+def _each(records: list[Any], parse, what: str, ident: str) -> tuple[list, list[Skipped]]:
+    """Parse every record on its own; a bad one becomes a Skipped with the reason."""
+    good, skipped = [], []
+    for rec in records:
         try:
-            jobs.append(parse_job(rec))
+            good.append(parse(rec))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            ident = rec.get("job_id") if isinstance(rec, dict) else None
-            skipped.append(Skipped(f"job {ident}", f"{type(exc).__name__}: {exc}"))
-    return jobs, skipped
+            name = rec.get(ident) if isinstance(rec, dict) else None
+            skipped.append(Skipped(f"{what} {name}", f"{type(exc).__name__}: {exc}"))
+    return good, skipped
+
+
+def parse_jobs(raw: str | bytes) -> tuple[list[SlurmJob], list[Skipped]]:
+    return _each(load_document(raw, "jobs"), parse_job, "job", "job_id")
 
 
 def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
@@ -324,14 +329,7 @@ def _count_cores(sockets: Any) -> int:
 
 # -- nodes -------------------------------------------------------------------------------
 def parse_nodes(raw: str | bytes) -> tuple[list[SlurmNode], list[Skipped]]:
-    nodes, skipped = [], []
-    for rec in load_document(raw, "nodes"):
-        try:
-            nodes.append(parse_node(rec))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            ident = rec.get("name") if isinstance(rec, dict) else None
-            skipped.append(Skipped(f"node {ident}", f"{type(exc).__name__}: {exc}"))
-    return nodes, skipped
+    return _each(load_document(raw, "nodes"), parse_node, "node", "name")
 
 
 def parse_node(rec: Mapping[str, Any]) -> SlurmNode:
