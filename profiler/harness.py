@@ -12,6 +12,7 @@ measurement) when the command crashes, hangs without progress, or prints garbage
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import statistics
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from .cpulimit import join, quota_group
 
 
 class MeasureError(RuntimeError):
@@ -66,12 +69,28 @@ def child_env(cpus: int, progress_file: Path) -> dict[str, str]:
 
 
 def measure(command: Sequence[str], cpus: int, cfg: PointConfig,
-            gpu_probe=None) -> Measurement:
-    """Run ``command`` at ``cpus`` cores until ``cfg.steps`` steps after warm-up."""
+            gpu_probe=None, core_fraction: float | None = None) -> Measurement:
+    """Run ``command`` at ``cpus`` cores until ``cfg.steps`` steps after warm-up.
+
+    With ``core_fraction``, each of the ``cpus`` cores is that fraction of a physical core:
+    the child gets a CFS quota of ``cpus * core_fraction`` cores (see profiler.cpulimit)
+    on an affinity mask of as many whole cores as that needs.
+    """
     if cpus < 1:
         raise ValueError("cpus must be >= 1")
+    if core_fraction is None:
+        return _measure(command, cpus, cfg, gpu_probe, None, cpus)
+    if not 0 < core_fraction <= 1:
+        raise ValueError("core_fraction must be in (0, 1]")
+    with quota_group(cpus * core_fraction) as procs:
+        return _measure(command, cpus, cfg, gpu_probe, procs,
+                        math.ceil(cpus * core_fraction - 1e-9))
+
+
+def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
+             procs: Path | None, whole_cores: int) -> Measurement:
     usable = _usable_cpus()
-    mask = usable[:max(1, min(cpus, len(usable)))]
+    mask = usable[:max(1, min(whole_cores, len(usable)))]
     with tempfile.TemporaryDirectory(prefix="synergy-profile-") as tmp:
         progress = Path(tmp) / "progress"
         progress.touch()
@@ -79,7 +98,8 @@ def measure(command: Sequence[str], cpus: int, cfg: PointConfig,
         try:
             proc = subprocess.Popen(list(command), env=child_env(cpus, progress),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    preexec_fn=(lambda: join(procs)) if procs else None)
         except OSError as exc:
             raise MeasureError(f"cannot start {command[0]!r}: {exc}") from None
         ps = psutil.Process(proc.pid)
@@ -89,6 +109,7 @@ def measure(command: Sequence[str], cpus: int, cfg: PointConfig,
         stamps: list[tuple[float, float]] = []
         seen, last_progress = 0, time.monotonic()
         cpu_s = 0.0
+        tree_cpu: dict[int, float] = {}
         gpu: dict = {}
         try:
             while True:
@@ -110,11 +131,7 @@ def measure(command: Sequence[str], cpus: int, cfg: PointConfig,
                 elif seen and now - last_progress > cfg.stall_s:
                     raise MeasureError(f"no progress for {cfg.stall_s:.0f} s "
                                        f"({len(stamps)} steps)")
-                try:
-                    t = ps.cpu_times()
-                    cpu_s = t.user + t.system + t.children_user + t.children_system
-                except psutil.Error:
-                    pass
+                cpu_s = max(cpu_s, _tree_cpu_s(ps, tree_cpu))
                 if gpu_probe is not None and not gpu:
                     gpu = gpu_probe()
                 time.sleep(0.05)
@@ -122,6 +139,19 @@ def measure(command: Sequence[str], cpus: int, cfg: PointConfig,
             _stop(proc)
         wall = time.monotonic() - t0
     return _summarise(cpus, stamps, cfg, wall, cpu_s, gpu)
+
+
+def _tree_cpu_s(ps: psutil.Process, seen: dict[int, float]) -> float:
+    """CPU seconds of the child and every descendant it has had (data-loader workers
+    included): the last reading of each pid is kept after the pid is gone."""
+    procs = [ps]
+    with contextlib.suppress(psutil.Error):
+        procs += ps.children(recursive=True)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            seen[p.pid] = t.user + t.system
+    return sum(seen.values())
 
 
 def _read(path: Path) -> list[tuple[float, float]]:

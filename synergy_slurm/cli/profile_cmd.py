@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from profiler.cpulimit import QuotaUnavailable
 from profiler.gpu import gpu_probe
 from profiler.harness import PointConfig, measure
 from profiler.search import SearchError, optimistic_search
@@ -68,13 +69,17 @@ def profile() -> None:
               help="Samples per epoch (with --dataset-gb).")
 @click.option("--disk-gb-s", default=0.5, show_default=True, type=click.FloatRange(0.001))
 @click.option("--mem-gb-s", default=10.0, show_default=True, type=click.FloatRange(0.001))
+@click.option("--core-fraction", type=click.FloatRange(0, 1, min_open=True),
+              help="Make each core of the search this fraction of a physical core, with a "
+                   "CFS quota (cgroup; needs root or a delegated cgroup): measures a curve's "
+                   "shape on a machine smaller than the job's.")
 @click.option("--submit", is_flag=True,
               help="Submit a short, lowest-priority Slurm job that runs this profile.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget_s, steps,
-            warmup, max_points, dataset_gb, dataset_samples, disk_gb_s, mem_gb_s, submit,
-            fmt, command) -> None:
+            warmup, max_points, dataset_gb, dataset_samples, disk_gb_s, mem_gb_s, core_fraction,
+            submit, fmt, command) -> None:
     """Profile a training COMMAND: measure its throughput at core counts chosen by
     optimistic search (most cores first, halve while within 10%, refine where it drops),
     model its memory sensitivity, and store the profile under KEY.
@@ -122,8 +127,11 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     per_gpu_max = max(1, cores // gpus)
     point = PointConfig(warmup_steps=warmup, steps=steps, budget_s=point_budget_s)
     try:
-        res = optimistic_search(lambda k: measure(list(command), k * gpus, point, gpu_probe),
+        res = optimistic_search(lambda k: measure(list(command), k * gpus, point, gpu_probe,
+                                                  core_fraction),
                                 per_gpu_max, max_points=max_points, budget_s=budget_s)
+    except QuotaUnavailable as exc:
+        raise click.ClickException(f"--core-fraction: {exc}") from None
     except SearchError as exc:
         raise click.ClickException(f"profile of {key} not stored: {exc}") from None
     storage = StorageModel(dataset_gb, disk_gb_s, mem_gb_s) if dataset_gb else None
