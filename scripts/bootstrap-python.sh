@@ -4,7 +4,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PY=${PYTHON:-python3}
+# Prefer the system's Python: a venv made from it can be run by every user (the tests
+# submit jobs as an unprivileged user; a Python under /root, like pyenv's, cannot).
+if [ -z "${PYTHON:-}" ] && /usr/bin/python3 -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    PY=/usr/bin/python3
+else
+    PY=${PYTHON:-python3}
+fi
 if ! "$PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
     echo "synergy-slurm needs Python >= 3.11 ($PY is $("$PY" -V 2>&1))" >&2
     exit 1
@@ -16,6 +22,11 @@ if ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -c 'import ensurepip' 2>/de
         echo "python venv support is missing: install python3-venv" >&2
         exit 1
     fi
+fi
+base=$("$PY" -c 'import sys; print(sys.base_prefix)')
+if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')" != "$base" ]; then
+    echo "bootstrap-python: .venv was made from another Python; making it again from $PY"
+    rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
