@@ -11,7 +11,8 @@ It is what the templates run by default, and a pattern to copy into your own scr
   the time limit); on start it resumes from the checkpoint and says which restart this
   is (``SLURM_RESTART_COUNT``);
 * progress: every step goes through :func:`profiler.progress.track`, so ``synergy
-  profile run`` can measure it (a no-op otherwise);
+  profile run`` can measure it (a no-op otherwise); under the profiler it never writes
+  its checkpoint (the controller may profile a job by running its script);
 * multi-node: under ``torchrun`` (RANK/WORLD_SIZE set) it trains with DDP over gloo
   (CPU) or nccl (GPU); rank 0 writes the checkpoint.
 
@@ -166,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGUSR1, on_signal)
 
+    # Under the profiler (synergy profile run sets SYNERGY_PROGRESS_FILE) this is a
+    # measurement, not training: never overwrite the real job's checkpoint.
+    profiling = bool(os.environ.get("SYNERGY_PROGRESS_FILE"))
+
     def checkpoint() -> None:
-        if args.checkpoint and rank == 0:
+        if args.checkpoint and rank == 0 and not profiling:
             save(args.checkpoint, {"model": (net.module if distributed else net).state_dict(),
                                    "optimizer": opt.state_dict(), "step": step})
 

@@ -33,6 +33,17 @@ the key, so a typo never silently changes behaviour.
     requeue_budget = 2                  # requeues per round at most
     metrics_port = 0                    # Prometheus metrics on this port (0: off)
     write_hook_table = true             # refresh the hook table every round (heartbeat)
+
+    [profiling]                         # profiling jobs the controller submits (enforce)
+    auto = false                        # profile managed jobs whose key is unknown
+                                        # (runs the user's script: see docs)
+    budget_s = 300                      # wall budget of one profile (time limit + 2 min)
+    spool = "/var/lib/synergy/profiling"  # one directory per profiling job, owned by its user
+    account = ""                        # Slurm account charged (empty: the user's default)
+    partition = ""                      # empty: the job's own partition
+    max_cpus_per_gpu = 0                # most cores/GPU to try (0: a node's cores / job GPUs)
+    command = ""                        # synergy on the nodes (empty: this Python -m ...)
+    retry_after_s = 86400               # a failed key is tried again after this long
 """
 
 from __future__ import annotations
@@ -100,16 +111,35 @@ class ControllerSection:
 
 
 @dataclass(frozen=True)
+class ProfilingSection:
+    auto: bool = False
+    budget_s: float = 300.0
+    spool: str = "/var/lib/synergy/profiling"
+    account: str = ""
+    partition: str = ""
+    max_cpus_per_gpu: int = 0
+    command: str = ""
+    retry_after_s: float = 86400.0
+
+    def __post_init__(self) -> None:
+        if self.budget_s < 10:
+            raise ConfigError("[profiling] budget_s must be at least 10")
+        if self.max_cpus_per_gpu < 0:
+            raise ConfigError("[profiling] max_cpus_per_gpu must be >= 0")
+
+
+@dataclass(frozen=True)
 class Config:
     slurm: SlurmSection = field(default_factory=SlurmSection)
     hook: HookSection = field(default_factory=HookSection)
     profiles: ProfilesSection = field(default_factory=ProfilesSection)
     controller: ControllerSection = field(default_factory=ControllerSection)
+    profiling: ProfilingSection = field(default_factory=ProfilingSection)
     path: str = ""
 
 
 SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSection,
-            "controller": ControllerSection}
+            "controller": ControllerSection, "profiling": ProfilingSection}
 
 
 def load_config(path: str | Path | None = None, missing_ok: bool = True) -> Config:

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(n * iter_s)
             done += n
             progress.step(n)
-            if args.state:
+            if args.state and not os.environ.get("SYNERGY_PROGRESS_FILE"):
                 tmp = args.state.with_suffix(".tmp")
                 tmp.write_text(json.dumps({"done": done}))
                 tmp.replace(args.state)

@@ -64,6 +64,8 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
             f = a.after and f"{a.after.cpus_per_gpu}c/{a.after.mem_per_gpu_mb}MB"
             click.echo(f"  job {a.job_id} {a.kind}: {b} -> {f} ({a.reason}) "
                        f"[{res.results.get(a.job_id, '')}]")
+        for e in res.profiling:
+            click.echo(f"  profile {e.key} (job {e.for_job}, {e.user}): {e.what} {e.detail}")
 
     rc = ctl.run(stop, once=once, on_round=show)
     if rc:
@@ -86,6 +88,7 @@ def status_cmd(config_path, fmt) -> None:
         raise click.ClickException(f"cannot read {cfg.controller.state_db}: {exc}") from None
     jobs = store.jobs()
     last = store.last_round()
+    profiling = store.profiling()
     if fmt == "json":
         click.echo(json.dumps(jobs))
         return
@@ -102,3 +105,9 @@ def status_cmd(config_path, fmt) -> None:
                    f"{cell(j['gpus'], 4)} {cell(j['cpus_per_gpu'], 9)} "
                    f"{cell(j['planned_cpus'], 10)} {cell(j['planned_mem_mb'], 11)} {sp:>7} "
                    f"{j['profile_key'] or '-':<12} {j['note'] or ''}")
+    if profiling:
+        click.echo("\nprofiling jobs (what they cost is theirs, not the jobs'):")
+        for key, r in profiling.items():
+            cost = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.1f} CPU-s"
+            click.echo(f"  {key:<20} {r['status']:<9} Slurm job {r['slurm_job'] or '-'} for "
+                       f"job {r['for_job']} ({r['user']}), {cost} {r['note'] or ''}")

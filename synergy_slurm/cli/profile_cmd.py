@@ -17,10 +17,10 @@ from profiler.gpu import gpu_probe
 from profiler.harness import PointConfig, measure
 from profiler.search import SearchError, optimistic_search
 
-from ..core import ProfileError
+from ..core import ProfileError, profiles_to_doc
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
-from ..profiles.store import KEY_RE, ProfileStore
+from ..profiles.store import KEY_RE, RESULT_META, ProfileStore
 from .options import config_or_exit
 
 
@@ -75,11 +75,15 @@ def profile() -> None:
                    "shape on a machine smaller than the job's.")
 @click.option("--submit", is_flag=True,
               help="Submit a short, lowest-priority Slurm job that runs this profile.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the profile (model_profiles.json shape, plus measured_points and "
+                   "profiling_cpu_s) to this file instead of the store: how a profiling job "
+                   "that runs as its user hands its result to the controller.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget_s, steps,
             warmup, max_points, dataset_gb, dataset_samples, disk_gb_s, mem_gb_s, core_fraction,
-            submit, fmt, command) -> None:
+            submit, out, fmt, command) -> None:
     """Profile a training COMMAND: measure its throughput at core counts chosen by
     optimistic search (most cores first, halve while within 10%, refine where it drops),
     model its memory sensitivity, and store the profile under KEY.
@@ -137,8 +141,16 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     storage = StorageModel(dataset_gb, disk_gb_s, mem_gb_s) if dataset_gb else None
     curve = {k: m.samples_per_s for k, m in res.points.items()}
     prof = build_profile(key, curve, gpus, storage=storage, samples_per_epoch=dataset_samples)
-    _store(config_path, store_path).put(prof, measured_points=len(res.points),
-                                        profiling_cpu_s=res.cpu_s, source="profiler")
+    if out is not None:
+        result = {**profiles_to_doc({key: prof}), RESULT_META: {
+            "measured_points": len(res.points), "profiling_cpu_s": round(res.cpu_s, 3),
+            "wall_s": round(res.wall_s, 3), "curve": curve}}
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        tmp.replace(out)
+    else:
+        _store(config_path, store_path).put(prof, measured_points=len(res.points),
+                                            profiling_cpu_s=res.cpu_s, source="profiler")
     if fmt == "json":
         click.echo(json.dumps({"key": key, "curve": curve, "measured_points": len(res.points),
                                "repeats": res.repeats, "profiling_cpu_s": round(res.cpu_s, 2),

@@ -30,6 +30,7 @@ from ..slurm.reader import SlurmReader
 from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
 from .actions import CANNOT, RAISE, RELEASE, REQUEUE, SHAPE_RELEASE, Action, reconcile_pending
 from .audit import AuditLog
+from .autoprofile import AutoProfiler, ProfilingEvent
 from .classify import classify, job_spec, profile_key, requeue_ok, runnable
 from .metrics import Metrics
 from .observe import MB_PER_GB, cluster_state
@@ -52,6 +53,7 @@ class RoundResult:
     duration_s: float
     managed: int
     skipped: dict[int, str] = field(default_factory=dict)
+    profiling: list[ProfilingEvent] = field(default_factory=list)
 
 
 class Controller:
@@ -72,6 +74,7 @@ class Controller:
                                             c.requeue_budget)
         self.optout = frozenset(cfg.hook.optout_users)
         self.clock = clock
+        self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
 
@@ -124,6 +127,9 @@ class Controller:
                 managed.append(job)
             else:
                 skipped[job.job_id] = v.reason
+        events = self._profile_unknown(rid, snap, managed, profiles, now)
+        if any(e.what == "stored" for e in events):
+            profiles = self.profiles()
         specs = {j.job_id: job_spec(j, now, profiles) for j in managed}
         pending = [j for j in managed if runnable(j)]
         running = [j for j in managed if j.running]
@@ -155,7 +161,27 @@ class Controller:
                                 proportional_speedup=float(len(plan.allocations)))
         log.info("round %d: %d jobs, %d managed, %d actions, %d errors, %.2f s", rid,
                  len(snap.jobs), len(managed), len(actions), errors, duration)
-        return RoundResult(rid, actions, results, errors, duration, len(managed), skipped)
+        return RoundResult(rid, actions, results, errors, duration, len(managed), skipped,
+                           events)
+
+    def _profile_unknown(self, rid: int, snap: Snapshot, managed: list[SlurmJob],
+                         profiles: dict[str, Profile], now: float) -> list[ProfilingEvent]:
+        """Submit profiling jobs for unknown keys and import finished ones; a failure here
+        is logged and counted, never the end of the round."""
+        try:
+            events = self.autoprofiler.round(snap, managed, set(profiles), now)
+        except Exception:
+            self.metrics.errors.labels("profiling").inc()
+            log.exception("automatic profiling failed this round")
+            return []
+        for e in events:
+            self.metrics.actions.labels("profile", e.what).inc()
+            self.audit.write(rid, self.mode, {
+                "job_id": e.for_job, "action": "profile", "before": None,
+                "after": {"profile_key": e.key, "profiling_job": e.slurm_job},
+                "reason": f"profile {e.key} unknown"},
+                e.user, f"{e.what}: {e.detail}" if e.detail else e.what)
+        return events
 
     def _write_hook_table(self, snap: Snapshot, profiles: dict[str, Profile],
                           now: float) -> None:

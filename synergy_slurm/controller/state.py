@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   cpus_per_gpu INTEGER, mem_per_gpu_mb INTEGER, planned_cpus INTEGER,
   planned_mem_mb INTEGER, speedup REAL, how TEXT, note TEXT, updated REAL,
   last_requeue REAL, requeues INTEGER DEFAULT 0);
+CREATE TABLE IF NOT EXISTS profiling (
+  key TEXT PRIMARY KEY, user TEXT, for_job INTEGER, slurm_job INTEGER, status TEXT,
+  submitted REAL, finished REAL, cpu_s REAL, spool TEXT, note TEXT);
 """
 
 
@@ -111,3 +114,27 @@ class StateStore:
         if row is None:
             return None
         return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+    # -- profiling jobs (controller/autoprofile.py) ---------------------------------------
+    PROFILING_FIELDS = ("user", "for_job", "slurm_job", "status", "submitted", "finished",
+                        "cpu_s", "spool", "note")
+
+    def note_profiling(self, key: str, **fields) -> None:
+        """Create or update the profiling record of ``key`` with the given fields."""
+        bad = set(fields) - set(self.PROFILING_FIELDS)
+        if bad:
+            raise ValueError(f"unknown profiling fields {sorted(bad)}")
+        if "status" in fields and fields["status"] == "submitted":
+            fields.setdefault("finished", None)
+            fields.setdefault("cpu_s", None)
+            fields.setdefault("note", None)
+        cols = ["key", *fields]
+        sets = ", ".join(f"{k} = excluded.{k}" for k in fields)
+        self.db.execute(f"INSERT INTO profiling ({', '.join(cols)}) VALUES "
+                        f"({', '.join('?' * len(cols))}) ON CONFLICT(key) DO UPDATE SET "
+                        f"{sets}", (key, *fields.values()))
+
+    def profiling(self) -> dict[str, dict]:
+        cur = self.db.execute("SELECT * FROM profiling ORDER BY submitted")
+        names = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cur}

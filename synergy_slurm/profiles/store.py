@@ -18,6 +18,8 @@ from pathlib import Path
 from ..core import Profile, profiles_from_doc, profiles_to_doc
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+# The entry of a result file (``synergy profile run --out``) that says what profiling cost.
+RESULT_META = "_synergy_result"
 
 
 def fingerprint(key: str | None = None, model: str = "", batch_size: int | None = None,
@@ -103,3 +105,25 @@ class ProfileStore:
         if len(grids) > 1:
             raise ValueError("profiles on different grids: export them separately (--key)")
         return profiles_to_doc(chosen)
+
+    def import_result(self, doc: Mapping, key: str, source: str) -> StoredProfile:
+        """Store a ``profile run --out`` result for ``key``; raises ValueError (or
+        ProfileError) for anything but exactly one complete profile of that key."""
+        if not isinstance(doc, Mapping):
+            raise ValueError("a result file must be a JSON object")
+        meta = doc.get(RESULT_META)
+        if not isinstance(meta, Mapping):
+            raise ValueError(f"no {RESULT_META} entry: not a complete profiling result")
+        points, cpu_s = meta.get("measured_points"), meta.get("profiling_cpu_s")
+        if not (isinstance(points, int) and 1 <= points <= 64):
+            raise ValueError(f"bad measured_points {points!r}")
+        if not (isinstance(cpu_s, int | float) and 0 <= cpu_s < 1e9):
+            raise ValueError(f"bad profiling_cpu_s {cpu_s!r}")
+        profiles = profiles_from_doc({k: v for k, v in doc.items() if k != RESULT_META})
+        if set(profiles) != {key}:
+            raise ValueError(f"expected exactly the profile {key!r}, got {sorted(profiles)}")
+        self.put(profiles[key], measured_points=points, profiling_cpu_s=float(cpu_s),
+                 source=source)
+        stored = self.get(key)
+        assert stored is not None
+        return stored

@@ -9,13 +9,15 @@
 - A running job is requeued into a new shape: ``requeuehold``, wait until PENDING, update
   with ``NumCPUs=N-N`` and ``StartTime=now``, release.
 
-Every mutating call passes through :meth:`SlurmWriter.mutate`, which refuses unless the
-writer was made with ``enforce=True``.
+Every mutating call passes through :meth:`SlurmWriter.mutate` (or, for the profiling jobs
+the controller submits, :meth:`SlurmWriter.submit_as`), which refuse unless the writer was
+made with ``enforce=True``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MAX_CPUS_PER_GPU = 1024
 MAX_MEM_PER_GPU_MB = 64 * 1024 * 1024
+USER_RE = re.compile(r"^[a-z_][a-z0-9_.\-]{0,31}$")
 
 
 class NotEnforcing(PermissionError):
@@ -70,6 +73,26 @@ class SlurmWriter:
             safe_arg(a)
         log.info("scontrol %s", " ".join(args))
         return self.cli.run("scontrol", args)
+
+    def submit_as(self, user: str, gid: int, args: list[str], script: str,
+                  script_args: list[str]) -> int:
+        """``sbatch --uid --gid`` (root only): a job that runs as ``user``, e.g. the
+        profiling job the controller submits on behalf of a user's job."""
+        if not self.enforce:
+            raise NotEnforcing(f"not enforcing: refusing sbatch as {user}")
+        if not USER_RE.match(user):
+            raise ValueError(f"refusing unsafe user name {user!r}")
+        argv = ["--parsable", f"--uid={user}", f"--gid={int(gid)}", *args, script,
+                *script_args]
+        for a in argv:
+            safe_arg(a)
+        log.info("sbatch %s", " ".join(argv))
+        out = self.cli.run("sbatch", argv)
+        return int(out.strip().split(";")[0])
+
+    def batch_script(self, job_id: int) -> str:
+        """The job's batch script (``scontrol write batch_script ID -``); reading only."""
+        return self.cli.run("scontrol", ["write", "batch_script", str(int(job_id)), "-"])
 
     # -- pending jobs ---------------------------------------------------------------------
     def shape_args(self, job: SlurmJob, shape: Shape) -> list[str]:
