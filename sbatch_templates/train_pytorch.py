@@ -94,8 +94,13 @@ def make_synthetic(root: Path, n: int, size: int = 256, seed: int = 0) -> None:
         Image.fromarray(pixels).save(root / f"img{i:06d}.jpg", quality=90)
 
 
-def _one_thread(_worker: int) -> None:
+def _worker_init(_worker: int) -> None:
+    """One intra-op thread per worker; workers leave SIGTERM/USR1 to the main process
+    (Slurm signals every process of the job: a worker dying of it would end the loader
+    before the main process could checkpoint)."""
     torch.set_num_threads(1)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
 def model() -> nn.Module:
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     data = JpegFolder(args.data)
     sampler = DistributedSampler(data) if distributed else None
     loader = DataLoader(data, batch_size=args.batch_size, shuffle=sampler is None,
-                        sampler=sampler, num_workers=workers, worker_init_fn=_one_thread,
+                        sampler=sampler, num_workers=workers, worker_init_fn=_worker_init,
                         drop_last=True, persistent_workers=workers > 0)
     net = model().to(device)
     if distributed:
@@ -194,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
                 rate = (step - s0) * args.batch_size / max(1e-9, time.monotonic() - t0)
                 print(f"step {step}/{args.steps} loss {loss.item():.3f} "
                       f"{rate:.1f} samples/s", flush=True)
+            if distributed:   # every rank stops at the same step when any was told to
+                flag = torch.tensor([0 if stop["sig"] is None else 1])
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+                if flag.item() and stop["sig"] is None:
+                    stop["sig"] = signal.SIGTERM
             if step % args.checkpoint_every == 0:
                 checkpoint()
             if step >= args.steps or stop["sig"] is not None:

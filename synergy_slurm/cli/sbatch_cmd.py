@@ -8,6 +8,8 @@ job_submit hook and the controller read:
     --dataset-size SIZE -> synergy:dataset-gb=N  (for the memory model)
     --requeue-ok        -> synergy:requeue-ok, plus --requeue --open-mode=append
     --no-synergy        -> synergy:off           (never touched by synergy)
+    --template NAME     -> the script is sbatch_templates/NAME.sbatch rendered with
+                           --var NAME=VALUE, handed to sbatch on its standard input
 
 Errors in these options exit non-zero before anything is submitted; sbatch's own output
 and exit code are passed through unchanged. Needs no privilege: it only runs sbatch as you.
@@ -33,6 +35,7 @@ from ..hook.rules import PROFILE_TOKEN
 from ..hook.sbatch_args import SbatchArgError, submission_from_args
 from ..hook.table import TableError, parse_table
 from ..profiles.store import KEY_RE
+from ..templates import TemplateError, available, find, parse_template, parse_vars
 from .options import config_or_exit
 
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
@@ -93,6 +96,15 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
 @click.option("--requeue-ok", is_flag=True,
               help="The job checkpoints: synergy may requeue it into a larger shape.")
 @click.option("--no-synergy", is_flag=True, help="Opt out: synergy never touches this job.")
+@click.option("--template", "template_name", metavar="NAME",
+              help="Submit the job template NAME (see --list-templates) instead of a script.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE",
+              help="A template variable (repeatable).")
+@click.option("--template-dir", type=click.Path(file_okay=False, exists=True),
+              envvar="SYNERGY_TEMPLATES",
+              help="Look for templates here first [env SYNERGY_TEMPLATES].")
+@click.option("--list-templates", is_flag=True,
+              help="List the templates and their variables, submit nothing.")
 @click.option("--explain", is_flag=True,
               help="Print what the hook and the controller would do, submit nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -101,14 +113,36 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="synergy.toml (default /etc/slurm/synergy.toml).")
 @click.pass_context
-def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, explain, fmt,
-         dry_run, config_path) -> None:
+def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, template_name,
+         variables, template_dir, list_templates, explain, fmt, dry_run, config_path) -> None:
     """synergy-sbatch [SYNERGY OPTIONS] [SBATCH OPTIONS] SCRIPT [ARGS...]
 
-    Submits like sbatch (every sbatch option works unchanged), adding synergy's options.
-    Use --synergy-help for this text; --help goes to sbatch.
+    Submits like sbatch (every sbatch option works unchanged, sbatch's errors and exit
+    code come back unchanged), adding synergy's options. Errors in synergy's options
+    stop before anything is submitted. Use --synergy-help for this text; --help goes to
+    sbatch.
+
+    \b
+    Examples:
+      synergy-sbatch --profile-key res50-b256 --requeue-ok --gpus=2 train.sh
+      synergy-sbatch --template pytorch-single --var DATA=/data/imgs --var GPUS=2
+      synergy-sbatch --explain --format json --profile-key res50-b256 --gpus=2 train.sh
+      synergy-sbatch --list-templates
     """
     args = list(ctx.args)
+    if list_templates:
+        click.echo(_list_templates(template_dir))
+        return
+    if variables and not template_name:
+        raise click.UsageError("--var needs --template")
+    script_text = None
+    if template_name:
+        if _names_a_script(args):
+            raise click.UsageError("give either --template or a script, not both")
+        try:
+            script_text = find(template_name, template_dir).render(parse_vars(variables))
+        except TemplateError as exc:
+            raise click.UsageError(str(exc)) from None
     if profile_key is not None and not KEY_RE.match(profile_key):
         raise click.BadParameter("use 1-64 of A-Z a-z 0-9 _ . : -", param_hint="--profile-key")
     if no_synergy and (profile_key or requeue_ok):
@@ -120,16 +154,62 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
     sbatch = shutil.which("sbatch") or "sbatch"
     argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy)
     if explain:
-        click.echo(_explain(argv[1:], config_path, fmt))
+        directives = script_directives(script_text) if script_text else []
+        click.echo(_explain(directives + argv[1:], config_path, fmt))
         return
     if dry_run:
-        click.echo(shlex.join(argv))
+        click.echo(shlex.join(argv) + (f" < (template {template_name})" if script_text else ""))
+        if script_text:
+            click.echo(script_text, nl=False)
         return
     try:
-        proc = subprocess.run(argv, check=False)
+        proc = subprocess.run(argv, input=script_text, text=script_text is not None,
+                              check=False)
     except FileNotFoundError:
         raise click.ClickException("sbatch not found") from None
     sys.exit(proc.returncode)
+
+
+def script_directives(text: str) -> list[str]:
+    """The ``#SBATCH`` options of a script, as sbatch reads them (up to the first command);
+    command-line options given after them win, as with sbatch."""
+    out: list[str] = []
+    for line in text.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#SBATCH"):
+            out += shlex.split(stripped[len("#SBATCH"):], comments=True)
+        elif stripped and not stripped.startswith("#"):
+            break
+    return out
+
+
+def _names_a_script(args: Sequence[str]) -> bool:
+    """Whether the arguments already name a batch script (a file that is not an option's
+    value), which --template would contradict."""
+    for i, a in enumerate(args):
+        prev = args[i - 1] if i else ""
+        takes_value = prev.startswith("-") and "=" not in prev and len(prev) > 1
+        if not a.startswith("-") and not takes_value and os.path.isfile(a):
+            return True
+    return False
+
+
+def _list_templates(template_dir) -> str:
+    found = available(template_dir)
+    if not found:
+        return "no templates found (give --template-dir or set SYNERGY_TEMPLATES)"
+    lines = []
+    for name, path in found.items():
+        try:
+            t = parse_template(path)
+        except TemplateError as exc:
+            lines.append(f"{name}: unusable: {exc}")
+            continue
+        lines.append(f"{name}: {t.title}  [{path}]")
+        for v in t.variables:
+            default = "required" if v.default is None else f"default {v.default}"
+            lines.append(f"    {v.name:<16} {v.help} ({default})")
+    return "\n".join(lines)
 
 
 def _explain(sbatch_args: list[str], config_path, fmt: str) -> str:
