@@ -7,6 +7,7 @@ import logging
 import click
 
 from .controller_cmd import controller, status_cmd
+from .demo_cmd import demo_cmd
 from .devcluster_cmd import dev_cluster
 from .hook_cmd import hook
 from .plan_cmd import plan_cmd
@@ -35,6 +36,7 @@ main.add_command(hook)
 main.add_command(controller)
 main.add_command(status_cmd)
 main.add_command(profile)
+main.add_command(demo_cmd)
 
 
 if __name__ == "__main__":

@@ -100,6 +100,7 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
         raise DevClusterError(
             f"port(s) {', '.join(map(str, busy))} already in use (another Slurm or an old dev "
             f"cluster?); stop it, or choose others with --port")
+    _check_reachable(spec.state_dir)
     if spec.state_dir.exists() and any(spec.state_dir.iterdir()):
         _stop_processes(spec)   # leftovers of a cluster that died: ours by pid file only
         shutil.rmtree(spec.state_dir)
@@ -121,6 +122,17 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
         raise DevClusterError(f"nodes did not become idle within {timeout_s:.0f} s; "
                               f"slurmctld.log ends:\n{tail}") from None
     return time.monotonic() - t0
+
+
+def _check_reachable(state_dir: Path) -> None:
+    """munged and slurmctld run as their own users: every directory above the state
+    directory must let others through (a 0700 home or pytest tmp dir does not)."""
+    for parent in state_dir.resolve().parents:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            raise DevClusterError(
+                f"{parent} is not searchable by other users (mode "
+                f"{parent.stat().st_mode & 0o777:o}), so munge and slurm cannot reach "
+                f"{state_dir}; choose a directory under /tmp or /var/tmp with --dir")
 
 
 def write_all_config(spec: DevClusterSpec) -> list[Path]:

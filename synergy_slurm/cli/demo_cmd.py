@@ -1,0 +1,205 @@
+"""``synergy demo``: a local 4-node Slurm, the same job mix plain and with synergy."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from ..config import load_config
+from ..controller.daemon import Controller
+from ..core import PerGpu
+from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
+from ..slurm import devcluster
+from ..slurm.commands import SlurmCLI, SlurmError
+from .controller_cmd import status_cmd
+from .devcluster_cmd import spec_of
+from .options import default_profiles_path, profiles_option_value
+
+
+@click.command("demo")
+@click.option("--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("/tmp/synergy-demo"), show_default=True,
+              help="The demo's directory: the cluster (DIR/cluster, removed at the end unless "
+              "--keep), the controller's config, state and audit log, and job output (kept).")
+@click.option("--port", default=16717, show_default=True, type=click.IntRange(1024, 65000),
+              help="The demo cluster's slurmctld port.")
+@click.option("--jobs", default=48, show_default=True, type=click.IntRange(4, 500),
+              help="Jobs in the mix (40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
+              "1/2/4 GPUs at 60/30/10%).")
+@click.option("--mean-s", default=60.0, show_default=True, type=click.FloatRange(5),
+              help="Mean job length at the GPU-proportional share (wall seconds).")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed of the mix: the same seed gives the same jobs.")
+@click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False,
+                                                                path_type=Path),
+              help="Profiles file (default: the reference model_profiles.json).")
+@click.option("--status-every", default=20.0, show_default=True, type=click.FloatRange(2),
+              help="Seconds between progress lines.")
+@click.option("--keep", is_flag=True, help="Leave the cluster running afterwards.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              help="json: the comparison as one JSON object at the end.")
+def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, profiles_path,
+             status_every: float, keep: bool, fmt: str) -> None:
+    """Run a demo workload twice on a local Slurm and compare.
+
+    Brings up a 4-node cluster with 8 fake GPUs, 24 cores and 500 GB per node and the
+    job_submit hook (synergy dev-cluster up --hook), then submits a seeded mix of emulated
+    training jobs with synergy-sbatch: CPU-hungry image models, a memory-hungry speech
+    model, and language models that need neither. First with plain Slurm's
+    GPU-proportional shares, then with the controller (FIFO + TUNE) shaping every job.
+    Prints progress and `synergy status` while it runs, then both makespans and the mean
+    job time per kind. Needs root; about 6 minutes with the defaults.
+    """
+    if os.geteuid() != 0:
+        raise click.ClickException("the demo starts slurmctld and slurmd: run it as root")
+    path = profiles_path or default_profiles_path()
+    profiles = profiles_option_value(path)
+    missing = sorted({m for ms in KINDS.values() for m in ms} - set(profiles))
+    if missing:
+        raise click.ClickException(f"{path} lacks the demo's models: {', '.join(missing)}")
+    sbatch_exe = shutil.which("synergy-sbatch", path=str(Path(sys.executable).parent)) or \
+        shutil.which("synergy-sbatch")
+    if sbatch_exe is None:
+        raise click.ClickException("synergy-sbatch is not installed beside this synergy")
+    state_dir = state_dir.resolve()
+    spec = spec_of(state_dir / "cluster", port=port, hook=True)
+    say = click.echo if fmt == "text" else (lambda *a, **k: None)
+    say(f"[demo] starting a 4-node Slurm in {spec.state_dir} (port {port}) ...")
+    try:
+        devcluster.down(spec)
+        up_s = devcluster.up(spec, timeout_s=120)
+    except devcluster.DevClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    say(f"[demo] 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
+        f"export SLURM_CONF={spec.conf_path} to look around")
+    cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
+    fair = PerGpu(3, 62.5)          # the dev cluster: 24 cores, 500 GB, 8 GPUs per node
+    mix = demo_mix(jobs, mean_s, seed)
+    counts = {k: sum(j.kind == k for j in mix) for k in KINDS}
+    say(f"[demo] mix: {jobs} jobs, {sum(j.gpus for j in mix)} GPUs in all: "
+        + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    work = state_dir / "jobs"
+    # A new cluster numbers jobs from 1 again: state and logs of an earlier demo would
+    # describe other jobs under the same ids.
+    shutil.rmtree(work, ignore_errors=True)
+    for old in ("state.db", "audit.jsonl", "profiles.db", "synergy.toml"):
+        (state_dir / old).unlink(missing_ok=True)
+    cfg_path = state_dir / "synergy.toml"
+    try:
+        results = []
+        for phase in ("proportional", "synergy"):
+            results.append(_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair,
+                                  work, sbatch_exe, status_every, say))
+    except (SlurmError, RuntimeError, TimeoutError) as exc:
+        raise click.ClickException(f"demo failed: {exc}") from None
+    finally:
+        if not keep:
+            devcluster.down(spec)
+    prop, syn = results
+    out = {"jobs": jobs, "seed": seed, "proportional_makespan_s": round(prop.makespan_s, 1),
+           "synergy_makespan_s": round(syn.makespan_s, 1),
+           "makespan_ratio": round(prop.makespan_s / syn.makespan_s, 3),
+           "mean_jct_s": {k or "all": {"proportional": round(prop.mean_jct(mix, k), 1),
+                              "synergy": round(syn.mean_jct(mix, k), 1)}
+                          for k in (*KINDS, None)},
+           "controller_state": str(state_dir / "state.db"),
+           "audit_log": str(state_dir / "audit.jsonl")}
+    if fmt == "json":
+        click.echo(json.dumps(out))
+        return
+    click.echo("\n[demo] result (wall seconds, same jobs, same cluster)")
+    click.echo(f"  makespan       proportional {prop.makespan_s:7.1f}   synergy "
+               f"{syn.makespan_s:7.1f}   {out['makespan_ratio']:.2f}x")
+    for k in KINDS:
+        a, b = prop.mean_jct(mix, k), syn.mean_jct(mix, k)
+        click.echo(f"  mean JCT {k:<14} {a:7.1f} -> {b:7.1f} s   ({a / b:.2f}x)")
+    a, b = prop.mean_jct(mix), syn.mean_jct(mix)
+    click.echo(f"  mean JCT all            {a:7.1f} -> {b:7.1f} s   ({a / b:.2f}x)")
+    click.echo(f"  what the controller did: {out['audit_log']}"
+               + ("" if keep else " (the cluster is down; --keep leaves it up)"))
+
+
+def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
+           fair: PerGpu, work: Path, sbatch_exe: str, status_every: float, say
+           ) -> PhaseResult:
+    ctl = None
+    stop = threading.Event()
+    thread = None
+    if name == "synergy":
+        # The controller runs from the file it writes, so `synergy status --config` and an
+        # admin reading it see exactly what ran.
+        cfg_path.write_text(_config_text(spec, profiles_path, cfg_path.parent))
+        cfg = load_config(cfg_path, missing_ok=False)
+        ctl = Controller(cfg)
+        ctl.run_round()       # writes the hook table: from now on the hook holds new jobs
+        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
+        thread.start()
+        say(f"[demo] controller running (enforce, fifo + tune, every "
+            f"{cfg.controller.interval_s:g} s); config {cfg_path}")
+    say(f"[demo] {name}: submitting {len(mix)} jobs with synergy-sbatch ...")
+    ticks = {"n": 0}
+
+    def tick(elapsed: float, left: int) -> None:
+        jobs = cli.run("squeue", ["-h", "-o", "%t"]).split()
+        say(f"[demo] {name} t={elapsed:5.0f} s: {jobs.count('R')} running, "
+            f"{jobs.count('PD')} pending, {len(mix) - left} done")
+        ticks["n"] += 1
+        if ctl is not None and jobs and ticks["n"] % 4 == 1:
+            say(f"[demo] synergy status --config {cfg_path}  (first rows)")
+            with click.Context(status_cmd) as ctx:
+                lines = _capture(lambda: ctx.invoke(status_cmd, config_path=str(cfg_path),
+                                                    fmt="table"))
+            for line in lines[:14]:
+                say("    " + line)
+
+    try:
+        t0 = time.monotonic()
+        ids = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path, sys.executable,
+                         fair, work / name)
+        jct = wait_all(cli, ids, t0, tick, status_every)
+    finally:
+        if thread is not None:
+            stop.set()
+            thread.join(timeout=60)
+    res = PhaseResult(name, max(jct.values()), jct)
+    say(f"[demo] {name}: all {len(mix)} jobs done, makespan {res.makespan_s:.1f} s")
+    return res
+
+
+def _config_dict(spec, profiles_path: Path, d: Path) -> dict:
+    return {"slurm": {"conf": str(spec.conf_path)}, "hook": {"dir": str(spec.etc)},
+            "profiles": {"file": str(profiles_path), "store": str(d / "profiles.db")},
+            "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
+                           "interval_s": 2.0, "state_db": str(d / "state.db"),
+                           "audit_log": str(d / "audit.jsonl"), "restart_cost_s": 15.0,
+                           "requeue_budget": 2, "requeue_min_interval_s": 60.0}}
+
+
+def _config_text(spec, profiles_path: Path, d: Path) -> str:
+    lines = ["# Written by synergy demo: the controller's config for the demo cluster."]
+    for section, values in _config_dict(spec, profiles_path, d).items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _capture(fn) -> list[str]:
+    """Run a click command body and return what it echoed (status is printed, not
+    returned)."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            fn()
+        except click.ClickException as exc:
+            return [f"(status unavailable: {exc.message})"]
+    return buf.getvalue().splitlines()

@@ -1,0 +1,119 @@
+"""The demo: one workload, run twice on a local Slurm, plain and with synergy.
+
+A seeded mix of emulated training jobs (``synergy_slurm.emulate``: each iteration takes
+the time its profile gives for the cores and memory Slurm really granted) of three kinds:
+CPU-hungry image models, a memory-hungry speech model, and language models that need
+neither. Every job is submitted with ``synergy-sbatch``. First run: GPU-proportional, as
+plain Slurm does it (the hook passes jobs through while no controller runs). Second run:
+the controller (TUNE) shapes each job through the hook. The comparison is the makespan
+and the mean job time per kind.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .core import PerGpu, Profile
+from .slurm.commands import SlurmCLI
+
+KINDS: dict[str, tuple[str, ...]] = {
+    "cpu-hungry": ("alexnet", "res18", "shufflenet"),
+    "memory-hungry": ("m5",),
+    "insensitive": ("gnmt", "transformer", "lstm"),
+}
+KIND_WEIGHTS = (0.4, 0.2, 0.4)
+GPU_CHOICES = ((1, 0.6), (2, 0.3), (4, 0.1))
+RUNNER = '#!/bin/sh\n# synergy demo: runs the emulated job given as arguments.\nexec "$@"\n'
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    index: int
+    model: str
+    kind: str
+    gpus: int
+    seconds: float            # wall seconds at the GPU-proportional share
+
+    def iterations(self, profile: Profile, fair: PerGpu) -> int:
+        per_iter = (profile.iter_time_s or 1.0) / profile.at(fair.cpus, fair.mem_gb)
+        return max(1, round(self.seconds / per_iter))
+
+
+def demo_mix(jobs: int, mean_s: float, seed: int = 0) -> list[DemoJob]:
+    """``jobs`` jobs: kinds 40/20/40 %, 1/2/4 GPUs 60/30/10 %, durations uniform in
+    0.5-1.5 x ``mean_s``; models round-robin within a kind."""
+    rng = random.Random(seed)
+    turn = dict.fromkeys(KINDS, 0)
+    out = []
+    for i in range(jobs):
+        kind = rng.choices(list(KINDS), weights=KIND_WEIGHTS)[0]
+        model = KINDS[kind][turn[kind] % len(KINDS[kind])]
+        turn[kind] += 1
+        gpus = rng.choices([g for g, _ in GPU_CHOICES], weights=[w for _, w in GPU_CHOICES])[0]
+        out.append(DemoJob(i, model, kind, gpus, round(rng.uniform(0.5, 1.5) * mean_s, 1)))
+    return out
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    makespan_s: float
+    jct_s: dict[int, float] = field(default_factory=dict)     # demo job index -> seconds
+
+    def mean_jct(self, jobs: Sequence[DemoJob], kind: str | None = None) -> float:
+        vals = [self.jct_s[j.index] for j in jobs if kind is None or j.kind == kind]
+        return sum(vals) / len(vals) if vals else 0.0
+
+
+def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
+               profiles: Mapping[str, Profile], profiles_path: Path, python: str,
+               fair: PerGpu, work: Path) -> dict[int, int]:
+    """Submit every job with synergy-sbatch; {Slurm job id: demo index}."""
+    work.mkdir(parents=True, exist_ok=True)
+    runner = work / "run.sh"
+    runner.write_text(RUNNER)
+    runner.chmod(0o755)
+    ids = {}
+    for j in jobs:
+        argv = [sbatch_exe, "--parsable", "--profile-key", j.model, "--requeue-ok",
+                f"--gpus={j.gpus}", "--time=60", f"--job-name=demo-{j.kind}-{j.index}",
+                "-o", str(work / f"job{j.index}.out"), str(runner),
+                python, "-m", "synergy_slurm.emulate", "--profiles", str(profiles_path),
+                "--model", j.model, "--iterations",
+                str(j.iterations(profiles[j.model], fair)),
+                "--state", str(work / f"job{j.index}.state")]
+        res = subprocess.run(argv, capture_output=True, text=True, env=cli.env(),
+                             check=False, timeout=60)
+        if res.returncode != 0:
+            raise RuntimeError(f"synergy-sbatch failed for demo job {j.index}: "
+                               f"{res.stderr.strip()}")
+        ids[int(res.stdout.strip().split(";")[0])] = j.index
+    return ids
+
+
+def wait_all(cli: SlurmCLI, ids: Mapping[int, int], t0: float,
+             tick: Callable[[float, int], None] | None = None, tick_s: float = 20.0,
+             timeout_s: float = 1800.0) -> dict[int, float]:
+    """Poll squeue until none of ``ids`` is left; {demo index: seconds from t0 to gone}."""
+    done: dict[int, float] = {}
+    next_tick = time.monotonic() + tick_s
+    while len(done) < len(ids):
+        now = time.monotonic()
+        if now - t0 > timeout_s:
+            raise TimeoutError(f"{len(ids) - len(done)} demo jobs still queued after "
+                               f"{timeout_s:.0f} s")
+        live = {int(x.split("_")[0]) for x in cli.run("squeue", ["-h", "-o", "%A"]).split()
+                if x.split("_")[0].isdigit()}
+        for jid, idx in ids.items():
+            if jid not in live and idx not in done:
+                done[idx] = now - t0
+        if tick is not None and now >= next_tick:
+            tick(now - t0, len(ids) - len(done))
+            next_tick = now + tick_s
+        time.sleep(0.5)
+    return done

@@ -1,0 +1,92 @@
+"""synergy demo: the job mix, and one short run of the whole demo on a real cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from synergy_slurm.core import PerGpu, load_profiles
+from synergy_slurm.demo import KINDS, demo_mix
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_mix_is_seeded_and_shaped_as_documented():
+    mix = demo_mix(400, 60.0, seed=3)
+    assert mix == demo_mix(400, 60.0, seed=3) and mix != demo_mix(400, 60.0, seed=4)
+    kinds = Counter(j.kind for j in mix)
+    assert abs(kinds["cpu-hungry"] / 400 - 0.4) < 0.07
+    assert abs(kinds["memory-hungry"] / 400 - 0.2) < 0.07
+    gpus = Counter(j.gpus for j in mix)
+    assert set(gpus) == {1, 2, 4} and gpus[1] > gpus[2] > gpus[4]
+    for j in mix:
+        assert j.model in KINDS[j.kind] and 30.0 <= j.seconds <= 90.0
+
+
+def test_iterations_last_the_asked_time_at_the_proportional_share(reference_dir):
+    profiles = load_profiles(reference_dir / "model_profiles.json")
+    fair = PerGpu(3, 62.5)
+    for j in demo_mix(20, 40.0, seed=1):
+        p = profiles[j.model]
+        per_iter = p.iter_time_s / p.at(fair.cpus, fair.mem_gb)
+        assert j.iterations(p, fair) * per_iter == pytest.approx(j.seconds, rel=0.05,
+                                                                 abs=per_iter)
+
+
+def _demo(demo_dir: Path, reference_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("SLURM_CONF", None)
+    return subprocess.run(
+        [sys.executable, "-m", "synergy_slurm.cli.main", "demo", "--dir", str(demo_dir),
+         "--port", "16617", "--profiles", str(reference_dir / "model_profiles.json"),
+         *extra], capture_output=True, text=True, env=env, timeout=600, check=False)
+
+
+@pytest.mark.slurm
+def test_a_directory_slurm_cannot_reach_is_refused_clearly(slurm_cluster, tmp_path,
+                                                           reference_dir):
+    # pytest's tmp_path lies under a 0700 directory: munged could not open its log there.
+    res = _demo(tmp_path / "demo", reference_dir, "--jobs", "4")
+    assert res.returncode == 1
+    assert "not searchable by other users" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.slurm
+def test_the_demo_runs_both_phases_and_speeds_up_cpu_hungry_jobs(slurm_cluster,
+                                                                 reference_dir):
+    """The README's main command, shortened: its own cluster beside the test cluster."""
+    demo_dir = Path(tempfile.mkdtemp(prefix="synergy-demo-test-", dir="/tmp"))
+    demo_dir.chmod(0o755)
+    try:
+        res = _demo(demo_dir, reference_dir, "--jobs", "10", "--mean-s", "20", "--seed",
+                    "2", "--format", "json")
+        _check_demo(res, demo_dir)
+    finally:
+        shutil.rmtree(demo_dir, ignore_errors=True)
+
+
+def _check_demo(res: subprocess.CompletedProcess, demo_dir: Path) -> None:
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    print(json.dumps(out, indent=1))
+    jct = out["mean_jct_s"]
+    assert set(jct) == {*KINDS, "all"}
+    assert out["proportional_makespan_s"] > 0 and out["synergy_makespan_s"] > 0
+    # The CPU-hungry jobs get 3-4x their share and finish clearly sooner.
+    assert jct["cpu-hungry"]["synergy"] < 0.85 * jct["cpu-hungry"]["proportional"]
+    # The controller's actions are audited, and the audit log outlives the cluster.
+    actions = [json.loads(line) for line in Path(out["audit_log"]).read_text().splitlines()]
+    done = [a for a in actions if a["result"] == "done"]
+    assert {a["action"] for a in done} <= {"release", "shape-release", "raise", "requeue"}
+    assert any(a["after"]["cpus_per_gpu"] > 3 for a in done), Counter(
+        (a["action"], a["result"], a["after"]["cpus_per_gpu"]) for a in actions)
+    assert not (demo_dir / "cluster").exists()
+    assert (demo_dir / "synergy.toml").read_text().count("mode = \"enforce\"") == 1
