@@ -32,7 +32,12 @@ import click
 from ..hook.explain import explain
 from ..hook.export import table_path
 from ..hook.rules import PROFILE_TOKEN
-from ..hook.sbatch_args import SbatchArgError, submission_from_args
+from ..hook.sbatch_args import (
+    SbatchArgError,
+    script_directives,
+    script_index,
+    submission_from_args,
+)
 from ..hook.table import TableError, parse_table
 from ..profiles.store import KEY_RE
 from ..templates import TemplateError, available, find, parse_template, parse_vars
@@ -71,9 +76,18 @@ def split_comment(args: Sequence[str]) -> tuple[list[str], str | None]:
 
 
 def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
-               size_gb: float | None, requeue_ok: bool, no_synergy: bool) -> list[str]:
-    rest, comment = split_comment(list(args))
-    tokens = [comment] if comment else []
+               size_gb: float | None, requeue_ok: bool, no_synergy: bool,
+               script_comment: str | None = None) -> list[str]:
+    """sbatch's command line: ours first, the user's options, the script and its arguments
+    last. Our tokens join the user's comment (from the command line, else the script's
+    #SBATCH --comment, which a command-line --comment would otherwise replace)."""
+    end = script_index(args)
+    end = len(args) if end is None else end
+    options, comment = split_comment(list(args[:end]))
+    rest = options + list(args[end:])
+    if comment is None:
+        comment = script_comment
+    tokens: list[str] = []
     if no_synergy:
         tokens.append("synergy:off")
     if profile_key:
@@ -84,9 +98,10 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
     if requeue_ok:
         tokens.append("synergy:requeue-ok")
         extra = ["--requeue", "--open-mode=append"]
-    opts = ([f"--comment={' '.join(tokens)}"] if tokens else []) + extra
-    # Our options go first so that the script and its arguments stay last.
-    return [sbatch, *opts, *rest]
+    if not tokens:
+        return [sbatch, *args]
+    return [sbatch, f"--comment={' '.join(([comment] if comment else []) + tokens)}",
+            *extra, *rest]
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
@@ -137,7 +152,7 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         raise click.UsageError("--var needs --template")
     script_text = None
     if template_name:
-        if _names_a_script(args):
+        if script_index(args) is not None:
             raise click.UsageError("give either --template or a script, not both")
         try:
             script_text = find(template_name, template_dir).render(parse_vars(variables))
@@ -152,10 +167,11 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         raise click.UsageError("--requeue-ok conflicts with --no-requeue")
     size = dataset_gb(dataset_size) if dataset_size is not None else None
     sbatch = shutil.which("sbatch") or "sbatch"
-    argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy)
+    directives = script_directives(script_text or _script_text(args))
+    argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy,
+                      split_comment(directives)[1])
     if explain:
-        directives = script_directives(script_text) if script_text else []
-        click.echo(_explain(directives + argv[1:], config_path, fmt))
+        click.echo(_explain(directives, argv[1:], config_path, fmt))
         return
     if dry_run:
         click.echo(shlex.join(argv) + (f" < (template {template_name})" if script_text else ""))
@@ -170,28 +186,17 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
     sys.exit(proc.returncode)
 
 
-def script_directives(text: str) -> list[str]:
-    """The ``#SBATCH`` options of a script, as sbatch reads them (up to the first command);
-    command-line options given after them win, as with sbatch."""
-    out: list[str] = []
-    for line in text.splitlines()[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#SBATCH"):
-            out += shlex.split(stripped[len("#SBATCH"):], comments=True)
-        elif stripped and not stripped.startswith("#"):
-            break
-    return out
-
-
-def _names_a_script(args: Sequence[str]) -> bool:
-    """Whether the arguments already name a batch script (a file that is not an option's
-    value), which --template would contradict."""
-    for i, a in enumerate(args):
-        prev = args[i - 1] if i else ""
-        takes_value = prev.startswith("-") and "=" not in prev and len(prev) > 1
-        if not a.startswith("-") and not takes_value and os.path.isfile(a):
-            return True
-    return False
+def _script_text(args: Sequence[str]) -> str:
+    """The batch script named on the command line, for its #SBATCH lines ('' when there is
+    none or it cannot be read: sbatch will say so when it is submitted)."""
+    i = script_index(args)
+    if i is None:
+        return ""
+    try:
+        with open(args[i], encoding="utf-8", errors="replace") as fh:
+            return fh.read(1 << 20)
+    except OSError:
+        return ""
 
 
 def _list_templates(template_dir) -> str:
@@ -212,10 +217,13 @@ def _list_templates(template_dir) -> str:
     return "\n".join(lines)
 
 
-def _explain(sbatch_args: list[str], config_path, fmt: str) -> str:
+def _explain(directives: list[str], sbatch_args: list[str], config_path, fmt: str) -> str:
+    """What the hook and the controller would make of the job: the script's #SBATCH
+    options, then the command line's up to the script (its own arguments are not sbatch's)."""
     cfg = config_or_exit(config_path)
+    end = script_index(sbatch_args)
     try:
-        sub = submission_from_args(sbatch_args, uid=os.getuid())
+        sub = submission_from_args(directives + sbatch_args[:end], uid=os.getuid())
     except SbatchArgError as exc:
         raise click.BadParameter(str(exc)) from None
     hook = explain(table_path(cfg.hook), sub, time.time())

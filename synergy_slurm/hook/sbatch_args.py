@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from collections.abc import Sequence
 
 from .rules import Submission
@@ -77,3 +78,43 @@ def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
         cpus_per_tres=f"gres:gpu:{ns.cpus_per_gpu}" if ns.cpus_per_gpu else "",
         mem_per_tres=f"gres:gpu:{ns.mem_per_gpu}" if ns.mem_per_gpu else "",
         mem_per_node=ns.mem is not None, mem_per_cpu=ns.mem_per_cpu is not None)
+
+
+# sbatch options that never take a separate value (those with an optional value take it
+# only as --opt=value); every other option takes the next argument unless given --opt=v.
+_LONG_FLAGS = frozenset({
+    "--contiguous", "--exclusive", "--get-user-env", "--help", "--hold", "--ignore-pbs",
+    "--nice", "--no-kill", "--no-requeue", "--overcommit", "--oversubscribe", "--parsable",
+    "--propagate", "--quiet", "--reboot", "--requeue", "--spread-job", "--test-only",
+    "--usage", "--use-min-nodes", "--verbose", "--version", "--wait"})
+_SHORT_FLAGS = frozenset("HOQVWhksv")
+
+
+def script_index(args: Sequence[str]) -> int | None:
+    """Where the batch script is in an sbatch command line: the first argument that is
+    neither an option nor an option's value (None when there is none, e.g. --wrap)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return i + 1 if i + 1 < len(args) else None
+        if a.startswith("--"):
+            i += 1 if "=" in a or a in _LONG_FLAGS else 2
+        elif a.startswith("-") and len(a) > 1:
+            i += 1 if a[1] in _SHORT_FLAGS or len(a) > 2 else 2
+        else:
+            return i
+    return None
+
+
+def script_directives(text: str) -> list[str]:
+    """The ``#SBATCH`` options of a script, as sbatch reads them (up to the first command);
+    command-line options given after them win, as with sbatch."""
+    out: list[str] = []
+    for line in text.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#SBATCH"):
+            out += shlex.split(stripped[len("#SBATCH"):], comments=True)
+        elif stripped and not stripped.startswith("#"):
+            break
+    return out

@@ -385,12 +385,13 @@ def parse_partitions(raw: str) -> tuple[list[SlurmPartition], list[Skipped]]:
 
 
 def parse_kv_line(line: str) -> dict[str, str]:
-    """``Key=value Key2=value two`` (scontrol -o): values may contain spaces only where the
-    next token has no ``=``."""
+    """``Key=value Key2=value two`` (scontrol -o): a token starts a new field only when it
+    looks like one of Slurm's keys (capitalised, e.g. ``NtasksPerN:B:S:C=``), so a comment
+    like ``vision synergy:profile=res18`` stays one value."""
     out: dict[str, str] = {}
     key = None
     for tok in line.split(" "):
-        if "=" in tok and re.match(r"^[A-Za-z][A-Za-z0-9_/:]*=", tok):
+        if "=" in tok and re.match(r"^[A-Z][A-Za-z0-9_/:]*=", tok):
             key, val = tok.split("=", 1)
             out[key] = val
         elif key is not None and tok:

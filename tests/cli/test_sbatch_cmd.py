@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from synergy_slurm.cli.sbatch_cmd import build_argv, dataset_gb, main
+from synergy_slurm.hook.sbatch_args import script_index
 
 from ..slurm.helpers import cancel_all, wait_for
 
@@ -31,6 +32,28 @@ def test_argv_keeps_sbatch_options_and_merges_the_comment():
     assert build_argv("sbatch", ["--wrap=hostname"], None, None, False, False) == [
         "sbatch", "--wrap=hostname"]
     assert dataset_gb("500M") == pytest.approx(0.5) and dataset_gb("1.5T") == 1500
+
+
+@pytest.mark.parametrize("args, index", [
+    (["job.sh"], 0), (["--requeue", "job.sh", "-o", "x"], 1), (["-o", "out", "job.sh"], 2),
+    (["-n4", "-H", "--gpus", "2", "job.sh"], 4), (["--exclusive", "--mem=1G", "j"], 2),
+    (["--wrap", "hostname"], None), (["-p", "gpu", "--", "job.sh"], 3),
+])
+def test_the_script_is_found_among_sbatch_options(args, index):
+    assert script_index(args) == index
+
+
+def test_only_sbatch_comments_are_merged(tmp_path):
+    # The script's own --comment argument is not sbatch's and stays where it was.
+    assert build_argv("sbatch", ["--gpus=1", "job.sh", "--comment", "x"], "res18", None,
+                      False, False) == [
+        "sbatch", "--comment=synergy:profile=res18", "--gpus=1", "job.sh", "--comment", "x"]
+    # A script's #SBATCH --comment survives --profile-key (sbatch would let ours replace it).
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --comment='team vision'\n#SBATCH --gpus=2\nrun\n")
+    res = CliRunner().invoke(main, ["--dry-run", "--profile-key", "res18", str(script)])
+    assert res.exit_code == 0, res.output
+    assert "'--comment=team vision synergy:profile=res18'" in res.output
 
 
 @pytest.mark.parametrize("args, message", [

@@ -145,6 +145,10 @@ def test_primitives():
     assert mem_mb("4G") == 4096 and mem_mb("500000M") == 500000 and mem_mb("512") == 512
     kv = parse_kv_line("JobId=5 JobName=a b c UserId=root(0) Comment=x=y")
     assert kv["JobName"] == "a b c" and kv["Comment"] == "x=y" and kv["UserId"] == "root(0)"
+    kv = parse_kv_line("Comment=vision synergy:profile=res18 synergy:dataset-gb=1 "
+                       "NtasksPerN:B:S:C=0:0:*:* Socks/Node=*")
+    assert kv["Comment"] == "vision synergy:profile=res18 synergy:dataset-gb=1"
+    assert kv["NtasksPerN:B:S:C"] == "0:0:*:*" and kv["Socks/Node"] == "*"
 
 
 def test_reader_falls_back_to_the_command_line_without_a_matching_pyslurm(monkeypatch):

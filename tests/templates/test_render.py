@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from synergy_slurm.cli.sbatch_cmd import main, script_directives
+from synergy_slurm.cli.sbatch_cmd import main
+from synergy_slurm.hook.sbatch_args import script_directives
 from synergy_slurm.templates import TemplateError, available, find, parse_template, parse_vars
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "sbatch_templates"
