@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .shipped import shipped_paths
+
 SUFFIX = ".sbatch"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 VAR_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
@@ -109,8 +111,7 @@ def template_dirs(extra: str | Path | None = None) -> list[Path]:
     """Where templates are looked for, first match wins: ``extra`` (--template-dir or
     $SYNERGY_TEMPLATES), the source tree's sbatch_templates/, the installed copy."""
     dirs = [Path(extra)] if extra else []
-    dirs.append(Path(__file__).resolve().parents[1] / "sbatch_templates")
-    dirs.append(Path(sys.prefix) / "share" / "synergy-slurm" / "sbatch_templates")
+    dirs += shipped_paths("sbatch_templates")
     return [d for d in dirs if d.is_dir()]
 
 

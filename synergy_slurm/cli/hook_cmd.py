@@ -15,12 +15,12 @@ from ..hook.explain import explain
 from ..hook.export import build_table, table_path
 from ..hook.sbatch_args import SbatchArgError, submission_from_args
 from ..hook.table import DISABLE_NAME, TableError, parse_table
+from ..shipped import HOOK_LUA, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
 from .options import config_or_exit, default_profiles_path
 
-HOOK_SCRIPT = Path(__file__).resolve().parents[2] / "job_submit_hook" / "job_submit.lua"
 CONFIG_OPTION = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                              default=None, help="synergy.toml (default /etc/slurm/synergy.toml).")
 
@@ -115,12 +115,12 @@ def install_cmd(conf_dir: Path, write: bool) -> None:
     if write:
         conf_dir.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".lua.new")
-        shutil.copyfile(HOOK_SCRIPT, tmp)
+        shutil.copyfile(shipped_file(HOOK_LUA), tmp)
         tmp.chmod(0o644)
         tmp.replace(dest)
         click.echo(f"installed {dest}")
     else:
-        click.echo(f"cp {HOOK_SCRIPT} {dest}")
+        click.echo(f"cp {shipped_file(HOOK_LUA)} {dest}")
     click.echo("# add to slurm.conf (or append lua to an existing JobSubmitPlugins list):")
     click.echo("JobSubmitPlugins=lua")
     click.echo("# then: scontrol reconfigure")

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..shipped import HOOK_LUA, shipped_file
 from .devconf import DevClusterSpec, slurm_conf, write_config
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ def write_all_config(spec: DevClusterSpec) -> list[Path]:
 
 def _install_hook(spec: DevClusterSpec) -> Path:
     """Copy the project's job_submit.lua beside slurm.conf (where job_submit/lua looks)."""
-    src = Path(__file__).resolve().parents[2] / "job_submit_hook" / "job_submit.lua"
+    src = shipped_file(HOOK_LUA)
     if not src.exists():
         raise DevClusterError(f"--hook: {src} not found")
     dst = spec.etc / "job_submit.lua"

@@ -1,0 +1,28 @@
+"""Files shipped beside the Python package: the Lua hook and the job templates.
+
+In a source checkout (or an editable install) they are in the repository; a regular
+``pip install`` puts them under ``<prefix>/share/synergy-slurm/`` (pyproject's data-files).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shipped_paths(relative: str) -> list[Path]:
+    """Where ``relative`` (e.g. ``job_submit_hook/job_submit.lua``) may be, source first."""
+    return [SOURCE_ROOT / relative, Path(sys.prefix) / "share" / "synergy-slurm" / relative]
+
+
+def shipped_file(relative: str) -> Path:
+    """The first existing copy of ``relative``, else the source-tree path (for messages)."""
+    for path in shipped_paths(relative):
+        if path.exists():
+            return path
+    return SOURCE_ROOT / relative
+
+
+HOOK_LUA = "job_submit_hook/job_submit.lua"

@@ -1,0 +1,30 @@
+"""A regular (not editable) install carries what admins and users need beside the code:
+the Lua hook and the job templates (synergy_slurm/shipped.py finds them there)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_wheel_ships_the_hook_and_the_templates(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", str(REPO), "-w", str(tmp_path)],
+                   check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("synergy_slurm-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    data = {n.split("/data/", 1)[1] for n in names if ".data/data/" in n}
+    shipped = {f"share/synergy-slurm/{p.relative_to(REPO)}" for p in [
+        REPO / "job_submit_hook" / "job_submit.lua",
+        *(REPO / "sbatch_templates").glob("*.sbatch"),
+        REPO / "sbatch_templates" / "train_pytorch.py"]}
+    assert shipped <= data, shipped - data
+    assert "profiler/harness.py" in names and "synergy_slurm/cli/main.py" in names
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    points = zipfile.ZipFile(wheel).read(entry).decode()
+    assert "synergy = synergy_slurm.cli.main:main" in points
+    assert "synergy-sbatch = synergy_slurm.cli.sbatch_cmd:main" in points
