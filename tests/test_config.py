@@ -36,3 +36,25 @@ def test_missing_explicit_file_is_an_error(tmp_path):
     (tmp_path / "bad.toml").write_text("[controller\n")
     with pytest.raises(ConfigError):
         load_config(tmp_path / "bad.toml")
+
+
+def test_the_documented_example_is_every_key_at_its_default():
+    """docs/synergy.toml.example and the admin guide's table list every key, with the
+    default the code uses: the documentation cannot drift from the dataclasses."""
+    import dataclasses
+    import tomllib
+    from pathlib import Path
+
+    from synergy_slurm.config import SECTIONS, Config
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    example = docs / "synergy.toml.example"
+    doc = tomllib.loads(example.read_text())
+    assert load_config(example, missing_ok=False) == dataclasses.replace(
+        Config(), path=str(example))
+    guide = (docs / "admin-guide.md").read_text()
+    for name, cls in SECTIONS.items():
+        keys = {f.name for f in dataclasses.fields(cls)}
+        assert set(doc[name]) == keys, name
+        for key in keys:
+            assert f"| `{key}` |" in guide, f"[{name}] {key} missing from admin-guide.md"
