@@ -26,7 +26,7 @@ from .shipped import shipped_paths
 SUFFIX = ".sbatch"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 VAR_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
-VALUE_RE = re.compile(r"^[A-Za-z0-9_./:,=@+%\- ]{0,512}$")
+VALUE_RE = re.compile(r"^[A-Za-z0-9_./:,=@+%\-]{0,512}$")   # no spaces: #SBATCH lines split on them
 PLACEHOLDER = re.compile(r"\{\{([A-Za-z0-9_]+)\}\}")
 DECL = re.compile(r"^#\s*synergy-var:\s*([A-Za-z0-9_]+)(?:=(\S*))?\s*(.*)$")
 TITLE = re.compile(r"^#\s*synergy-template:\s*(.+)$")
@@ -77,7 +77,7 @@ class Template:
                 raise TemplateError(f"{v.name}={value!r}: expected a whole number "
                                     f"(like its default, {v.default})")
             if not VALUE_RE.match(value):
-                raise TemplateError(f"{v.name}={value!r}: use letters, digits, spaces and "
+                raise TemplateError(f"{v.name}={value!r}: use letters, digits and "
                                     "_ . / : , = @ + % - only (at most 512)")
             final[v.name] = value
         if missing:

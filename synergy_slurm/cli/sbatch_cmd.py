@@ -104,7 +104,24 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
             *extra, *rest]
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+# synergy-sbatch's own options that take no value (needed to find the script among them).
+OWN_FLAGS = frozenset({"--requeue-ok", "--no-synergy", "--list-templates", "--explain",
+                       "--dry-run", "--synergy-help"})
+
+
+class _ScriptArgsAreNotOurs(click.Command):
+    """Options are ours only before the script: what follows it is the script's own
+    command line (``train.sh --dry-run`` must reach train.sh, not synergy-sbatch)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        i = script_index(args, OWN_FLAGS)
+        if i is not None and (i == 0 or args[i - 1] != "--"):
+            args = [*args[:i], "--", *args[i:]]
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_ScriptArgsAreNotOurs,
+               context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
                                  "help_option_names": ["--synergy-help"]})
 @click.option("--profile-key", help="The profile this job shares (1-64 of A-Za-z0-9_.:-).")
 @click.option("--dataset-size", help="Dataset size (e.g. 120G), for the memory model.")

@@ -90,16 +90,19 @@ _LONG_FLAGS = frozenset({
 _SHORT_FLAGS = frozenset("HOQVWhksv")
 
 
-def script_index(args: Sequence[str]) -> int | None:
+def script_index(args: Sequence[str], more_flags: frozenset[str] = frozenset()
+                 ) -> int | None:
     """Where the batch script is in an sbatch command line: the first argument that is
-    neither an option nor an option's value (None when there is none, e.g. --wrap)."""
+    neither an option nor an option's value (None when there is none, e.g. --wrap).
+    ``more_flags``: other long options without a value that may be mixed in."""
+    long_flags = _LONG_FLAGS | more_flags
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--":
             return i + 1 if i + 1 < len(args) else None
         if a.startswith("--"):
-            i += 1 if "=" in a or a in _LONG_FLAGS else 2
+            i += 1 if "=" in a or a in long_flags else 2
         elif a.startswith("-") and len(a) > 1:
             i += 1 if a[1] in _SHORT_FLAGS or len(a) > 2 else 2
         else:

@@ -56,6 +56,15 @@ def test_only_sbatch_comments_are_merged(tmp_path):
     assert "'--comment=team vision synergy:profile=res18'" in res.output
 
 
+def test_options_after_the_script_are_the_scripts():
+    res = CliRunner().invoke(main, ["--dry-run", "-o", "out", "--requeue-ok", "train.sh",
+                                    "--profile-key", "x", "--dry-run", "--no-synergy"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().endswith(
+        "sbatch --comment=synergy:requeue-ok --requeue --open-mode=append -o out train.sh "
+        "--profile-key x --dry-run --no-synergy")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--profile-key", "bad key!", "job.sh"], "--profile-key"),
     (["--dataset-size", "lots", "job.sh"], "expected a size"),

@@ -35,6 +35,7 @@ def test_shipped_templates_parse_and_render_with_builtins():
     ({"DATA": "/d; rm -rf ~"}, "use letters, digits"),
     ({"DATA": "$(id)"}, "use letters, digits"),
     ({"DATA": "/d\n#SBATCH --uid=0"}, "use letters, digits"),
+    ({"DATA": "/d", "NAME": "a --uid=0"}, "use letters, digits"),
     ({"DATA": "/d", "STEPS": "12x"}, "expected a whole number"),
 ])
 def test_bad_values_are_refused_before_rendering(values, message):
