@@ -95,15 +95,25 @@ class Ledger:
                    for i, n in h.placement.items())
 
     def reshape(self, job_id: int, demand: Demand) -> None:
-        h = self.held[job_id]
-        dc = demand.share.cpus - h.share.cpus
-        dm = demand.share.mem_gb - h.share.mem_gb
-        for i, n in h.placement.items():
-            self.fc[i] -= n * dc
-            self.fm[i] -= n * dm
+        self.reshape_together([(job_id, demand)])
+
+    def reshape_together(self, changes: list[tuple[int, Demand]]) -> None:
+        """Give several placed jobs new shares at once. Only the end state must fit: one
+        change may need what another frees (one job gives back cores and takes memory,
+        its peer the other way round), and no order of single changes may fit."""
+        touched: set[int] = set()
+        for job_id, demand in changes:
+            h = self.held[job_id]
+            dc = demand.share.cpus - h.share.cpus
+            dm = demand.share.mem_gb - h.share.mem_gb
+            for i, n in h.placement.items():
+                self.fc[i] -= n * dc
+                self.fm[i] -= n * dm
+                touched.add(i)
+            self._undo.append(("reshape", job_id, h.share, h.speedup, h.how))
+            h.share, h.speedup, h.how = demand.share, demand.speedup, demand.how
+        for i in touched:
             assert self.fc[i] >= 0 and self.fm[i] >= -2 * MEM_EPS, "reshape overcommits a server"
-        self._undo.append(("reshape", job_id, h.share, h.speedup, h.how))
-        h.share, h.speedup, h.how = demand.share, demand.speedup, demand.how
 
     def checkpoint(self) -> int:
         return len(self._undo)
@@ -173,12 +183,9 @@ class Ledger:
             need_m -= n_here * dm
             chosen.append((h.job.id, target))
             if need_c <= 0 and need_m <= 0:
-                # Pure frees first: a downgrade that raises memory (a profile too slow at the
-                # lowered point) must come after the frees that make room for it.
-                frees_first = sorted(
-                    chosen, key=lambda t: not t[1].share.within(self.held[t[0]].share))
-                for job_id, dem in frees_first:
-                    self.reshape(job_id, dem)
+                # All at once: a downgrade may raise memory (a profile too slow at the
+                # lowered point) that another downgrade frees, and vice versa for cores.
+                self.reshape_together(chosen)
                 return True
         return False
 

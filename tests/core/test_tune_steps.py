@@ -145,3 +145,42 @@ def test_interpolating_tune_hands_idle_cores_to_lowered_jobs(paper_profiles):
     p = plan_of(jobs, one, "tune")
     assert sum(a.share.cpus for a in p.allocations) == 24
     assert p.total_speedup > plan_of(jobs, one, "tune-ref").total_speedup
+
+
+@pytest.mark.parametrize("allocator", ["tune", "tune-ref"])
+def test_peer_downgrades_that_trade_cores_for_memory_apply_together(allocator):
+    """Found by hypothesis: making room for a job lowers two peers on one server, one
+    giving back cores but taking memory (too slow at the lowered point otherwise), the
+    other the reverse. Neither fits alone first; together they do."""
+    from synergy_slurm.core import Profile
+
+    grid_c, grid_m = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0), (16.0, 32.0, 64.0, 128.0)
+    flat = (1.0, 1.0, 1.0, 1.0)
+
+    def prof(rows, ideal):
+        return Profile("p", grid_c, grid_m, rows, ideal=ideal)
+
+    cores_hungry = prof((flat, flat, flat, (1.0, 2.0, 1.0, 1.0), (3.0, 1.0, 1.0, 1.0), flat,
+                         flat), PerGpu(6, 16.0))
+    memory_hungry = prof((flat, flat, (1.0, 0.5, 1.0, 2.0), flat, flat, flat, flat),
+                         PerGpu(3, 128.0))
+    cluster = ClusterState(
+        servers=(Server("n0", Resources(1, 4, 32.0)),
+                 *(Server(f"n{i}", Resources(8, 32, 256.0)) for i in (1, 2, 3))),
+        reserved=(("n1", Resources(5, 0, 0.0)),), fair_share=PerGpu(4, 32.0))
+
+    def job(i, gpus, remaining, profile=None):
+        return JobSpec(i, gpus, submitted=0.0, duration_s=60.0, remaining_s=remaining,
+                       profile=profile)
+
+    jobs = [job(0, 4, 60, cores_hungry), job(1, 1, 30), job(2, 1, 30), job(3, 1, 30),
+            job(4, 1, 60), job(5, 1, 60), job(6, 1, 30), job(7, 8, 60),
+            job(8, 1, 30, memory_hungry)]
+    plan = make_plan(jobs, cluster, get_policy("srtf"), get_allocator(allocator), now=1e4)
+    free = dict(zip((s.name for s in cluster.servers), cluster.free(), strict=True))
+    for name, cap in free.items():
+        used = plan.used_on(name)
+        assert used.gpus <= cap.gpus and used.cpus <= cap.cpus
+        assert used.mem_gb <= cap.mem_gb + 1e-6
+    by_job = plan.by_job()
+    assert {0, 8} <= set(by_job) and all(a.speedup >= 1 - 1e-9 for a in plan.allocations)
