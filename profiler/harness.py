@@ -12,6 +12,7 @@ measurement) when the command crashes, hangs without progress, or prints garbage
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import signal
@@ -42,6 +43,10 @@ class Measurement:
     wall_s: float
     cpu_s: float                   # CPU time the child used (user + system)
     gpu: dict = field(default_factory=dict)
+    # Bytes the command and its workers read per sample after warm-up (read(2) calls,
+    # page cache or not): with a dataset's size this gives its samples per epoch.
+    # None where the platform cannot tell.
+    read_bytes_per_sample: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,10 +115,18 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
         seen, last_progress = 0, time.monotonic()
         cpu_s = 0.0
         tree_cpu: dict[int, float] = {}
+        tree_io: dict[int, int] = {}
+        io_mark: tuple[float, float] | None = None     # (bytes read, samples) at warm-up
+        io_end: tuple[float, float] | None = None
         gpu: dict = {}
         try:
             while True:
                 stamps = _read(progress)
+                io = _tree_read_bytes(ps, tree_io)
+                if io is not None and len(stamps) > cfg.warmup_steps:
+                    done = (io, sum(n for _, n in stamps))
+                    io_mark = io_mark or done
+                    io_end = done
                 if len(stamps) >= need:
                     break
                 now = time.monotonic()
@@ -138,7 +151,23 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
         finally:
             _stop(proc)
         wall = time.monotonic() - t0
-    return _summarise(cpus, stamps, cfg, wall, cpu_s, gpu)
+    m = _summarise(cpus, stamps, cfg, wall, cpu_s, gpu)
+    if io_mark is not None and io_end is not None and io_end[1] > io_mark[1]:
+        per_sample = max(0.0, (io_end[0] - io_mark[0]) / (io_end[1] - io_mark[1]))
+        m = dataclasses.replace(m, read_bytes_per_sample=per_sample)
+    return m
+
+
+def _tree_read_bytes(ps: psutil.Process, seen: dict[int, int]) -> int | None:
+    """Bytes read by the child and its descendants so far (``read_chars``: what read(2)
+    returned, cached or not; Linux), keeping each gone pid's last reading."""
+    procs = [ps]
+    with contextlib.suppress(psutil.Error):
+        procs += ps.children(recursive=True)
+    for p in procs:
+        with contextlib.suppress(psutil.Error, AttributeError):
+            seen[p.pid] = p.io_counters().read_chars
+    return sum(seen.values()) if seen else None
 
 
 def _tree_cpu_s(ps: psutil.Process, seen: dict[int, float]) -> float:

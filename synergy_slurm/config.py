@@ -44,6 +44,8 @@ the key, so a typo never silently changes behaviour.
     max_cpus_per_gpu = 0                # most cores/GPU to try (0: a node's cores / job GPUs)
     command = ""                        # synergy on the nodes (empty: this Python -m ...)
     retry_after_s = 86400               # a failed key is tried again after this long
+    disk_gb_s = 0.5                     # the site's storage bandwidth (memory model)
+    mem_gb_s = 10.0                     # reading from the page cache
 """
 
 from __future__ import annotations
@@ -120,8 +122,12 @@ class ProfilingSection:
     max_cpus_per_gpu: int = 0
     command: str = ""
     retry_after_s: float = 86400.0
+    disk_gb_s: float = 0.5
+    mem_gb_s: float = 10.0
 
     def __post_init__(self) -> None:
+        if self.disk_gb_s <= 0 or self.mem_gb_s <= 0:
+            raise ConfigError("[profiling] disk_gb_s and mem_gb_s must be positive")
         if self.budget_s < 10:
             raise ConfigError("[profiling] budget_s must be at least 10")
         if self.max_cpus_per_gpu < 0:

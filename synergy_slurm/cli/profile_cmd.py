@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,8 @@ def profile() -> None:
 @click.option("--dataset-gb", type=click.FloatRange(0, min_open=True),
               help="Dataset size, for the memory model (else memory-insensitive).")
 @click.option("--dataset-samples", type=click.FloatRange(1),
-              help="Samples per epoch (with --dataset-gb).")
+              help="Samples per epoch (with --dataset-gb; default: the dataset's size over "
+              "the bytes the command reads per sample, as measured).")
 @click.option("--disk-gb-s", default=0.5, show_default=True, type=click.FloatRange(0.001))
 @click.option("--mem-gb-s", default=10.0, show_default=True, type=click.FloatRange(0.001))
 @click.option("--core-fraction", type=click.FloatRange(0, 1, min_open=True),
@@ -98,8 +100,6 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
 
     if not KEY_RE.match(key):
         raise click.BadParameter("use 1-64 of A-Z a-z 0-9 _ . : -", param_hint="--key")
-    if dataset_gb and not dataset_samples:
-        raise click.BadParameter("--dataset-gb needs --dataset-samples")
     if submit:
         sbatch = shutil.which("sbatch")
         if sbatch is None:
@@ -116,6 +116,11 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                "--steps", str(steps), "--warmup", str(warmup)]
         if max_cpus:
             me += ["--max-cpus", str(max_cpus)]
+        if dataset_gb:
+            me += ["--dataset-gb", str(dataset_gb), "--disk-gb-s", str(disk_gb_s),
+                   "--mem-gb-s", str(mem_gb_s)]
+        if dataset_samples:
+            me += ["--dataset-samples", str(dataset_samples)]
         minutes = max(1, int(budget_s // 60) + 2)
         opts = [f"--gpus={gpus}", f"--time={minutes}", "--nice=10000",
                 f"--job-name=synergy-profile-{key}", "--comment=synergy:off"]
@@ -138,13 +143,25 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
         raise click.ClickException(f"--core-fraction: {exc}") from None
     except SearchError as exc:
         raise click.ClickException(f"profile of {key} not stored: {exc}") from None
+    read_per_sample = _read_bytes_per_sample(res)
+    memory_note = ""
+    if dataset_gb and not dataset_samples:
+        if read_per_sample and read_per_sample >= 1:
+            dataset_samples = dataset_gb * 1e9 / read_per_sample
+            memory_note = (f"{dataset_samples:,.0f} samples per epoch ({read_per_sample:,.0f} "
+                           "bytes read per sample)")
+        else:
+            dataset_gb = None
+            memory_note = "no data read per sample after warm-up: memory-insensitive"
     storage = StorageModel(dataset_gb, disk_gb_s, mem_gb_s) if dataset_gb else None
     curve = {k: m.samples_per_s for k, m in res.points.items()}
     prof = build_profile(key, curve, gpus, storage=storage, samples_per_epoch=dataset_samples)
     if out is not None:
         result = {**profiles_to_doc({key: prof}), RESULT_META: {
             "measured_points": len(res.points), "profiling_cpu_s": round(res.cpu_s, 3),
-            "wall_s": round(res.wall_s, 3), "curve": curve}}
+            "wall_s": round(res.wall_s, 3), "curve": curve,
+            "read_bytes_per_sample": read_per_sample, "dataset_gb": dataset_gb,
+            "samples_per_epoch": dataset_samples}}
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(result, indent=1) + "\n")
         tmp.replace(out)
@@ -154,13 +171,26 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     if fmt == "json":
         click.echo(json.dumps({"key": key, "curve": curve, "measured_points": len(res.points),
                                "repeats": res.repeats, "profiling_cpu_s": round(res.cpu_s, 2),
-                               "wall_s": round(res.wall_s, 2)}))
+                               "wall_s": round(res.wall_s, 2),
+                               "read_bytes_per_sample": read_per_sample,
+                               "dataset_gb": dataset_gb, "samples_per_epoch": dataset_samples,
+                               "ideal": {"cpus_per_gpu": prof.ideal.cpus,
+                                         "mem_gb_per_gpu": prof.ideal.mem_gb}}))
         return
     click.echo(f"profiled {key}: {len(res.points)} points in {res.wall_s:.1f} s, "
                f"{res.cpu_s:.1f} CPU-s ({res.repeats} repeated)")
     for k, v in sorted(curve.items()):
         click.echo(f"  {k:>3} cores/GPU: {v:10.2f} samples/s")
-    click.echo(f"  ideal: {prof.ideal.cpus} cores/GPU")
+    if memory_note:
+        click.echo(f"  memory model: {memory_note}")
+    click.echo(f"  ideal: {prof.ideal.cpus} cores/GPU, {prof.ideal.mem_gb:g} GB/GPU")
+
+
+def _read_bytes_per_sample(res) -> float | None:
+    """The median over measured points of the bytes read per sample (None: unknown)."""
+    vals = [m.read_bytes_per_sample for m in res.points.values()
+            if m.read_bytes_per_sample is not None]
+    return round(statistics.median(vals), 1) if vals else None
 
 
 @profile.command("import")

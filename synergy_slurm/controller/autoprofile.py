@@ -32,7 +32,7 @@ from ..profiles.store import KEY_RE, ProfileStore
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.writer import NotEnforcing, SlurmWriter
-from .classify import profile_key
+from .classify import dataset_gb, profile_key
 from .state import StateStore
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,12 @@ class AutoProfiler:
             [sys.executable, "-m", "synergy_slurm.cli.main"]
         run = [*profiler, "profile", "run", "--key", key, "--gpus", str(gpus),
                "--max-cpus", str(max_cpus), "--budget-s", f"{self.p.budget_s:g}",
-               "--out", str(spool / "profile.json"), "--", str(spool / "job.sh")]
+               "--out", str(spool / "profile.json")]
+        size = dataset_gb(job)
+        if size:
+            run += ["--dataset-gb", f"{size:g}", "--disk-gb-s", f"{self.p.disk_gb_s:g}",
+                    "--mem-gb-s", f"{self.p.mem_gb_s:g}"]
+        run += ["--", str(spool / "job.sh")]
         try:
             jid = self.writer.submit_as(job.user, pw.pw_gid, args, str(spool / "run.sh"), run)
         except (SlurmError, NotEnforcing, ValueError) as exc:

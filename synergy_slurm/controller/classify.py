@@ -18,6 +18,7 @@ from ..slurm.model import SlurmJob
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 COMMENT_KEY = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]{1,64})(?![A-Za-z0-9_.:\-])")
+DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
 # A job with no time limit: assume a week left (only SRTF/FTF ordering uses it).
 UNKNOWN_REMAINING_S = 7 * 24 * 3600.0
 # Reasons a pending job waits that the controller can do something about.
@@ -36,6 +37,15 @@ def profile_key(job: SlurmJob) -> str | None:
         return key
     m = COMMENT_KEY.search(job.comment)
     return m.group(1) if m else None
+
+
+def dataset_gb(job: SlurmJob) -> float | None:
+    """The dataset size synergy-sbatch --dataset-size recorded (GB), if any and sane."""
+    m = DATASET_GB.search(job.comment)
+    if not m:
+        return None
+    value = float(m.group(1))
+    return value if 0 < value < 1e7 else None
 
 
 def requeue_ok(job: SlurmJob) -> bool:

@@ -41,13 +41,13 @@ def user_dir(reference_dir):
     shutil.rmtree(work, ignore_errors=True)
 
 
-def submit_as_user(env, work: Path, key: str, body: str) -> int:
+def submit_as_user(env, work: Path, key: str, body: str, *extra: str) -> int:
     script = work / f"{key}.sh"
     script.write_text("#!/bin/sh\n" + body + "\n")
     script.chmod(0o755)
     exe = REPO / ".venv" / "bin" / "synergy-sbatch"
     res = subprocess.run(["runuser", "-u", USER, "--", str(exe), "--parsable",
-                          "--profile-key", key, "--gpus=1", f"--chdir={work}",
+                          "--profile-key", key, *extra, "--gpus=1", f"--chdir={work}",
                           "-o", "/dev/null", str(script)], capture_output=True, text=True,
                          env=env["cli"].env(), cwd=work, check=False)
     assert res.returncode == 0, res.stderr
@@ -110,9 +110,14 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
     cfg = type(cfg)(**{**cfg.__dict__, "profiling": type(cfg.profiling)(
         auto=True, budget_s=30, spool=str(user_dir / "spool"))})
     ctl = Controller(cfg)
-    submit_as_user(env, user_dir, "auto-crash", "echo 'oops: no such dataset' >&2; exit 3")
+    submit_as_user(env, user_dir, "auto-crash", "echo 'oops: no such dataset' >&2; exit 3",
+                   "--dataset-size", "50G")
     [ev] = ctl.run_round().profiling
     assert ev.what == "submitted"
+    # The job's --dataset-size reaches the profiler's memory model, with the site's
+    # bandwidths from [profiling].
+    assert "--dataset-gb 50 --disk-gb-s 0.5 --mem-gb-s 10 --" in \
+        ctl.reader.job_fields(ev.slurm_job)["Command"]
     wait_for(env["cli"], ev.slurm_job, {"COMPLETED", "FAILED"}, timeout_s=90)
     failed = []
     for _ in range(5):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -63,3 +64,50 @@ def test_bad_commands_end_within_budget_and_store_nothing(tmp_path, script, mess
     assert res.exit_code != 0
     assert "not stored" in res.output and message in res.output
     assert ProfileStore(db).get("bad") is None
+
+
+READER = """
+import os, sys, time
+data, per_sample, batch = sys.argv[1], int(sys.argv[2]), 8
+progress = os.environ["SYNERGY_PROGRESS_FILE"]
+while True:
+    for _ in range(batch):
+        with open(data, "rb") as f:
+            f.read(per_sample)
+    time.sleep(0.01)
+    with open(progress, "a") as p:
+        p.write(f"{time.monotonic()} {batch}\\n")
+"""
+
+
+def test_dataset_size_and_measured_bytes_per_sample_give_the_memory_columns(tmp_path):
+    """--dataset-gb alone: the profiler measures what the command reads per sample, so the
+    dataset's samples per epoch follow, and with them the memory model's columns."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(65536))
+    db = tmp_path / "p.db"
+    cmd = ["--", sys.executable, "-c", READER, str(data), "20000"]
+    res = CliRunner().invoke(main, [
+        "profile", "run", "--store", str(db), "--key", "reader", "--max-cpus", "1",
+        "--steps", "20", "--warmup", "3", "--dataset-gb", "200", "--disk-gb-s", "0.002",
+        "--format", "json", *cmd])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    # read_chars counts what read(2) returned: Python's buffering rounds up to 4 KiB.
+    assert out["read_bytes_per_sample"] == pytest.approx(20000, rel=0.05)
+    assert out["samples_per_epoch"] == pytest.approx(200e9 / out["read_bytes_per_sample"])
+    prof = ProfileStore(db).get("reader").profile
+    low, high = prof.at(1, prof.mem_grid[0]), prof.at(1, prof.mem_grid[-1])
+    # 20.8 GB of 200 cached: the rest at 2 MB/s makes an epoch ~90000 s, where the
+    # measured ~700 samples/s (~14 MB/s) take ~14000 s; all of it cached: as measured.
+    assert low < 0.3 * high
+    assert 62.5 < prof.ideal.mem_gb <= 200     # needs more than its share, not all of it
+    # A command that reads nothing per sample is memory-insensitive, whatever the size.
+    res = CliRunner().invoke(main, [
+        "profile", "run", "--store", str(db), "--key", "no-reads", "--max-cpus", "1",
+        "--steps", "20", "--warmup", "3", "--dataset-gb", "4", "--",
+        sys.executable, "-c", READER, str(data), "0"])
+    assert res.exit_code == 0, res.output
+    assert "no data read per sample" in res.output
+    prof = ProfileStore(db).get("no-reads").profile
+    assert prof.at(1, prof.mem_grid[0]) == prof.at(1, prof.mem_grid[-1])

@@ -72,6 +72,11 @@ def test_profile_of_a_pytorch_pipeline_is_monotone_and_stored(jpeg_dir, tmp_path
     assert stored is not None and stored.measured_points == len(curve)
     assert stored.profiling_cpu_s == pytest.approx(out["profiling_cpu_s"], abs=0.01)
     assert stored.profile.ideal.cpus == 8    # CPU-bound all the way to the top
+    # Each sample is one JPEG read by a data-loader worker: the bytes the profiler saw
+    # read per sample are the files' size (what --dataset-size turns into samples/epoch).
+    mean_jpeg = sum(p.stat().st_size for p in jpeg_dir.glob("*.jpg")) / 192
+    print(f"read per sample {out['read_bytes_per_sample']:.0f} B, mean JPEG {mean_jpeg:.0f} B")
+    assert 0.9 * mean_jpeg <= out["read_bytes_per_sample"] <= 1.5 * mean_jpeg
 
 
 def test_a_failing_workload_stores_nothing(tmp_path):
