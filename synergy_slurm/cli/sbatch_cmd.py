@@ -207,7 +207,7 @@ def _script_text(args: Sequence[str]) -> str:
     """The batch script named on the command line, for its #SBATCH lines ('' when there is
     none or it cannot be read: sbatch will say so when it is submitted)."""
     i = script_index(args)
-    if i is None:
+    if i is None or not os.path.isfile(args[i]):     # a FIFO would block the reader
         return ""
     try:
         with open(args[i], encoding="utf-8", errors="replace") as fh:

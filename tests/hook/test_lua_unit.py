@@ -11,11 +11,11 @@ from synergy_slurm.hook.table import DISABLE_NAME, TABLE_NAME, HookTable
 
 from .luahook import run_lua
 
-NOW = int(time.time())
-
 
 def table(**kw) -> HookTable:
-    base = dict(generated_at=NOW, node_cpus=24, node_mem_mb=500000, node_gpus=8,
+    """A fresh table: written now, not when the module was collected (a long suite runs
+    these minutes later, past max_age_s)."""
+    base = dict(generated_at=int(time.time()), node_cpus=24, node_mem_mb=500000, node_gpus=8,
                 partitions=("gpu",), default_partition="gpu", optout_uids=(4242,),
                 profiles={"res18": (9, 62500), "gnmt": (1, 20000), "alexnet": (12, 125000)},
                 max_age_s=120, hold_unknown=True, hold_known=False)
@@ -109,7 +109,7 @@ def test_absurd_table_values_are_ignored(tmp_path):
 
 
 def test_stale_table_and_disable_file_pass_everything(tmp_path):
-    table(generated_at=NOW - 1000).write(tmp_path / TABLE_NAME)
+    table(generated_at=int(time.time()) - 1000).write(tmp_path / TABLE_NAME)
     r, logs = one(tmp_path, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
     assert (r.cpus_per_tres, r.priority, r.admin_comment) == ("", "", "")
     assert "stale" in logs
