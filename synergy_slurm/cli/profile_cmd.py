@@ -175,7 +175,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                                "read_bytes_per_sample": read_per_sample,
                                "dataset_gb": dataset_gb, "samples_per_epoch": dataset_samples,
                                "ideal": {"cpus_per_gpu": prof.ideal.cpus,
-                                         "mem_gb_per_gpu": prof.ideal.mem_gb}}))
+                                         "mem_gb_per_gpu": prof.ideal.mem_gb},
+                               "gpu": res.points[max(res.points)].gpu}))
         return
     click.echo(f"profiled {key}: {len(res.points)} points in {res.wall_s:.1f} s, "
                f"{res.cpu_s:.1f} CPU-s ({res.repeats} repeated)")

@@ -38,6 +38,7 @@ def test_search_recovers_the_true_curve(tmp_path, reference_dir, paper_profiles,
     out = json.loads(res.stdout)
     assert 2 <= out["measured_points"] <= 8
     assert out["profiling_cpu_s"] >= 0
+    assert "gpus" in out["gpu"]       # NVML's view, or why there is none
     for cores, measured in out["curve"].items():
         true = prof.at(int(cores), prof.mem_grid[-1]) / (prof.iter_time_s * scale)
         assert measured == pytest.approx(true, rel=0.05), (cores, measured, true)
