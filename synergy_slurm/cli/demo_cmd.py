@@ -152,11 +152,15 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
             f"{jobs.count('PD')} pending, {len(mix) - left} done")
         ticks["n"] += 1
         if ctl is not None and jobs and ticks["n"] % 4 == 1:
-            say(f"[demo] synergy status --config {cfg_path}  (first rows)")
+            say(f"[demo] synergy status --config {cfg_path}  (pending first)")
             with click.Context(status_cmd) as ctx:
                 lines = _capture(lambda: ctx.invoke(status_cmd, config_path=str(cfg_path),
                                                     fmt="table"))
-            for line in lines[:14]:
+            # Waiting jobs first: theirs is the plan the controller is about to apply.
+            head, rows = lines[:2], lines[2:]
+            rows = [r for r in rows if " PENDING " in r] + \
+                [r for r in rows if " PENDING " not in r]
+            for line in head + rows[:12]:
                 say("    " + line)
 
     try:
