@@ -126,8 +126,11 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                 f"--job-name=synergy-profile-{key}", "--comment=synergy:off"]
         if max_cpus:
             opts.append(f"--cpus-per-gpu={max(1, max_cpus // gpus)}")
-        res = subprocess.run([sbatch, "--parsable", *opts, str(script), *me, "--",
-                              *command], capture_output=True, text=True, check=False)
+        try:
+            res = subprocess.run([sbatch, "--parsable", *opts, str(script), *me, "--",
+                                  *command], capture_output=True, text=True, check=False)
+        finally:
+            shutil.rmtree(script.parent, ignore_errors=True)   # sbatch sent its copy
         if res.returncode != 0:
             raise click.ClickException(res.stderr.strip())
         click.echo(f"submitted profiling job {res.stdout.strip()}")
