@@ -21,6 +21,7 @@ def test_submitted_profile_lands_in_the_store(slurm_cluster, slurm_cli, tmp_path
                                               reference_dir, paper_profiles, monkeypatch):
     cancel_all(slurm_cli)
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf_path))
+    monkeypatch.chdir(tmp_path)        # sbatch writes slurm-JOBID.out where it is run
     db = tmp_path / "profiles.db"
     cmd = [sys.executable, "-m", "synergy_slurm.emulate", "--profiles",
            str(reference_dir / "model_profiles.json"), "--model", "res18",
