@@ -122,7 +122,7 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
         try:
             while True:
                 stamps = _read(progress)
-                io = _tree_read_bytes(ps, tree_io)
+                cpu_s, io = _tree_usage(ps, tree_cpu, tree_io)   # never decreases
                 if io is not None and len(stamps) > cfg.warmup_steps:
                     done = (io, sum(n for _, n in stamps))
                     io_mark = io_mark or done
@@ -144,7 +144,6 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
                 elif seen and now - last_progress > cfg.stall_s:
                     raise MeasureError(f"no progress for {cfg.stall_s:.0f} s "
                                        f"({len(stamps)} steps)")
-                cpu_s = max(cpu_s, _tree_cpu_s(ps, tree_cpu))
                 if gpu_probe is not None and not gpu:
                     gpu = gpu_probe()
                 time.sleep(0.05)
@@ -158,29 +157,21 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
     return m
 
 
-def _tree_read_bytes(ps: psutil.Process, seen: dict[int, int]) -> int | None:
-    """Bytes read by the child and its descendants so far (``read_chars``: what read(2)
-    returned, cached or not; Linux), keeping each gone pid's last reading."""
-    procs = [ps]
-    with contextlib.suppress(psutil.Error):
-        procs += ps.children(recursive=True)
-    for p in procs:
-        with contextlib.suppress(psutil.Error, AttributeError):
-            seen[p.pid] = p.io_counters().read_chars
-    return sum(seen.values()) if seen else None
-
-
-def _tree_cpu_s(ps: psutil.Process, seen: dict[int, float]) -> float:
-    """CPU seconds of the child and every descendant it has had (data-loader workers
-    included): the last reading of each pid is kept after the pid is gone."""
+def _tree_usage(ps: psutil.Process, cpu: dict[int, float], read: dict[int, int]
+                ) -> tuple[float, int | None]:
+    """CPU seconds and bytes read (``read_chars``: what read(2) returned, page cache or
+    not; Linux) of the child and every descendant it has had, data-loader workers
+    included: each gone pid's last reading is kept. Bytes are None where unknown."""
     procs = [ps]
     with contextlib.suppress(psutil.Error):
         procs += ps.children(recursive=True)
     for p in procs:
         with contextlib.suppress(psutil.Error):
             t = p.cpu_times()
-            seen[p.pid] = t.user + t.system
-    return sum(seen.values())
+            cpu[p.pid] = t.user + t.system
+        with contextlib.suppress(psutil.Error, AttributeError):
+            read[p.pid] = p.io_counters().read_chars
+    return sum(cpu.values()), (sum(read.values()) if read else None)
 
 
 def _read(path: Path) -> list[tuple[float, float]]:

@@ -86,28 +86,41 @@ def status_cmd(config_path, fmt) -> None:
         store = StateStore(cfg.controller.state_db)
     except sqlite3.Error as exc:
         raise click.ClickException(f"cannot read {cfg.controller.state_db}: {exc}") from None
+    if fmt == "json":
+        click.echo(json.dumps(store.jobs()))
+        return
+    for line in status_lines(store):
+        click.echo(line)
+
+
+def status_lines(store: StateStore, pending_first: bool = False) -> list[str]:
+    """The status table of the controller's last round (``pending_first``: waiting jobs,
+    whose plan is about to be applied, before running ones)."""
     jobs = store.jobs()
+    if pending_first:
+        jobs.sort(key=lambda j: j["state"] != "PENDING")
     last = store.last_round()
     profiling = store.profiling()
-    if fmt == "json":
-        click.echo(json.dumps(jobs))
-        return
+    out = []
     if last:
-        click.echo(f"last round {last['id']} ({last['mode']}): {last['managed']} managed, "
+        out.append(f"last round {last['id']} ({last['mode']}): {last['managed']} managed, "
                    f"{last['actions']} actions, {last['errors']} errors")
-    click.echo(f"{'job':>8} {'user':<10} {'state':<8} {'gpus':>4} {'now c/GPU':>9} "
+    out.append(f"{'job':>8} {'user':<10} {'state':<8} {'gpus':>4} {'now c/GPU':>9} "
                f"{'plan c/GPU':>10} {'plan MB/GPU':>11} {'speedup':>7} {'profile':<12} note")
+
+    def cell(v, w):
+        return f"{'-' if v is None else v:>{w}}"
+
     for j in jobs:
-        def cell(v, w):
-            return f"{'-' if v is None else v:>{w}}"
         sp = "-" if j["speedup"] is None else f"{j['speedup']:.2f}x"
-        click.echo(f"{j['job_id']:>8} {j['user'] or '':<10} {j['state'] or '':<8} "
+        out.append(f"{j['job_id']:>8} {j['user'] or '':<10} {j['state'] or '':<8} "
                    f"{cell(j['gpus'], 4)} {cell(j['cpus_per_gpu'], 9)} "
                    f"{cell(j['planned_cpus'], 10)} {cell(j['planned_mem_mb'], 11)} {sp:>7} "
                    f"{j['profile_key'] or '-':<12} {j['note'] or ''}")
     if profiling:
-        click.echo("\nprofiling jobs (what they cost is theirs, not the jobs'):")
+        out.append("\nprofiling jobs (what they cost is theirs, not the jobs'):")
         for key, r in profiling.items():
             cost = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.1f} CPU-s"
-            click.echo(f"  {key:<20} {r['status']:<9} Slurm job {r['slurm_job'] or '-'} for "
+            out.append(f"  {key:<20} {r['status']:<9} Slurm job {r['slurm_job'] or '-'} for "
                        f"job {r['for_job']} ({r['user']}), {cost} {r['note'] or ''}")
+    return out

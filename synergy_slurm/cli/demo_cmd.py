@@ -14,11 +14,13 @@ import click
 
 from ..config import load_config
 from ..controller.daemon import Controller
+from ..controller.state import StateStore
 from ..core import PerGpu
 from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
 from ..slurm import devcluster
 from ..slurm.commands import SlurmCLI, SlurmError
-from .controller_cmd import status_cmd
+from ..slurm.devconf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
+from .controller_cmd import status_lines
 from .devcluster_cmd import spec_of
 from .options import default_profiles_path, profiles_option_value
 
@@ -80,7 +82,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     say(f"[demo] 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
         f"export SLURM_CONF={spec.conf_path} to look around")
     cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
-    fair = PerGpu(3, 62.5)          # the dev cluster: 24 cores, 500 GB, 8 GPUs per node
+    fair = PerGpu(DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB / 1000)   # the partition's defaults
     mix = demo_mix(jobs, mean_s, seed)
     counts = {k: sum(j.kind == k for j in mix) for k in KINDS}
     say(f"[demo] mix: {jobs} jobs, {sum(j.gpus for j in mix)} GPUs in all: "
@@ -129,7 +131,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
 def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
            fair: PerGpu, work: Path, sbatch_exe: str, status_every: float, say
            ) -> PhaseResult:
-    ctl = None
+    view: StateStore | None = None
     stop = threading.Event()
     thread = None
     if name == "synergy":
@@ -139,6 +141,8 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         cfg = load_config(cfg_path, missing_ok=False)
         ctl = Controller(cfg)
         ctl.run_round()       # writes the hook table: from now on the hook holds new jobs
+        # Its own connection to the state (WAL): the controller thread writes through its own.
+        view = StateStore(cfg.controller.state_db)
         thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
         thread.start()
         say(f"[demo] controller running (enforce, fifo + tune, every "
@@ -151,16 +155,9 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         say(f"[demo] {name} t={elapsed:5.0f} s: {jobs.count('R')} running, "
             f"{jobs.count('PD')} pending, {len(mix) - left} done")
         ticks["n"] += 1
-        if ctl is not None and jobs and ticks["n"] % 4 == 1:
+        if view is not None and jobs and ticks["n"] % 4 == 1:
             say(f"[demo] synergy status --config {cfg_path}  (pending first)")
-            with click.Context(status_cmd) as ctx:
-                lines = _capture(lambda: ctx.invoke(status_cmd, config_path=str(cfg_path),
-                                                    fmt="table"))
-            # Waiting jobs first: theirs is the plan the controller is about to apply.
-            head, rows = lines[:2], lines[2:]
-            rows = [r for r in rows if " PENDING " in r] + \
-                [r for r in rows if " PENDING " not in r]
-            for line in head + rows[:12]:
+            for line in status_lines(view, pending_first=True)[:14]:
                 say("    " + line)
 
     try:
@@ -172,6 +169,8 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         if thread is not None:
             stop.set()
             thread.join(timeout=60)
+        if view is not None:
+            view.close()
     res = PhaseResult(name, max(jct.values()), jct)
     say(f"[demo] {name}: all {len(mix)} jobs done, makespan {res.makespan_s:.1f} s")
     return res
@@ -193,17 +192,3 @@ def _config_text(spec, profiles_path: Path, d: Path) -> str:
         lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
     return "\n".join(lines) + "\n"
 
-
-def _capture(fn) -> list[str]:
-    """Run a click command body and return what it echoed (status is printed, not
-    returned)."""
-    import contextlib
-    import io
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        try:
-            fn()
-        except click.ClickException as exc:
-            return [f"(status unavailable: {exc.message})"]
-    return buf.getvalue().splitlines()
