@@ -2,7 +2,9 @@
 synergy-slurm job_submit hook (JobSubmitPlugins=lua; Slurm loads job_submit.lua from the
 directory of slurm.conf).
 
-For GPU jobs in enabled partitions whose user did not opt out, it
+For GPU jobs in enabled partitions whose user did not opt out, and whose request synergy
+reshapes (not_reshaped below: not heterogeneous, --gpus-per-task, --gpus-per-socket or
+--gpus over several nodes; arrays are reshaped, all their tasks alike), it
   * tags the job: admin_comment gets "synergy.managed=1" (plus ",synergy.profile=KEY" and
     ",synergy.held=1" when they apply; comma-separated, no spaces); users cannot set
     admin_comment, so the tag is ours;
@@ -28,6 +30,7 @@ Files, beside this script:
 ]]
 
 local REFRESH_S = 5
+local NO_VAL = 4294967294
 local NO_VAL64 = 18446744073709551614
 local KEY_PATTERN = "^[%w_%.:%-]+$"
 
@@ -170,6 +173,25 @@ local function is_set(v)
     return v ~= nil and v ~= "" and v ~= NO_VAL64 and v ~= 0
 end
 
+-- A 32-bit job_desc number, nil when unset.
+local function set_u32(v)
+    local n = tonumber(v)
+    if n == nil or n >= NO_VAL then return nil end
+    return n
+end
+
+-- Why synergy leaves this GPU request as submitted (nil: it reshapes it). The twin of
+-- synergy_slurm/vocabulary.py:not_reshaped; the controller applies the same rule, so the
+-- hook never holds a job that nothing would release.
+local function not_reshaped(per_job, per_node, per_task, per_socket, min_nodes, het)
+    if het then return "heterogeneous job" end
+    if per_task then return "--gpus-per-task jobs are not reshaped" end
+    if per_socket then return "--gpus-per-socket jobs are not reshaped" end
+    if per_job and min_nodes > 1 then return "--gpus over several nodes is not reshaped" end
+    if not (per_job or per_node) then return "GPU request synergy cannot reshape" end
+    return nil
+end
+
 local function comment_token(comment, pattern)
     if comment == nil then return nil end
     return tostring(comment):match(pattern)
@@ -217,6 +239,9 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
     if t.optout_uid[tonumber(submit_uid) or -1] then return "user opted out" end
     local comment = job_desc.comment
     if comment_token(comment, "synergy:off") then return "job opted out" end
+    local refused = not_reshaped(per_job, per_node, per_task, per_socket,
+        set_u32(job_desc.min_nodes) or 1, set_u32(job_desc.het_job_offset) ~= nil)
+    if refused then return "not reshaped: " .. refused end
 
     -- Decide everything first, then change the job in one go.
     local tags = "synergy.managed=1"

@@ -9,13 +9,18 @@ import click
 from .controller_cmd import controller, status_cmd
 from .demo_cmd import demo_cmd
 from .devcluster_cmd import dev_cluster
+from .errors import BoundaryGroup
 from .hook_cmd import hook
 from .plan_cmd import plan_cmd
 from .profile_cmd import profile
 from .simulate_cmd import simulate_cmd
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=BoundaryGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog="Exit codes: 0 done; 1 the work failed (Slurm refused or failed, a "
+                    "round failed); 2 bad input (options, config, files); errors are one "
+                    "line on stderr.")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.version_option(package_name="synergy-slurm")
 def main(verbose: int) -> None:

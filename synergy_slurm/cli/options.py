@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from .errors import BadInput
+
 
 def csv_list(value: str, choices: tuple[str, ...] | None = None, what: str = "value") -> list[str]:
     items = [v.strip().lower() for v in value.split(",") if v.strip()]
@@ -39,7 +41,7 @@ def profiles_option_value(path: Path | None) -> dict:
     try:
         return load_profiles(chosen)
     except ProfileError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadInput(str(exc)) from None
 
 
 def config_or_exit(path: str | None):
@@ -49,4 +51,4 @@ def config_or_exit(path: str | None):
     try:
         return load_config(path)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadInput(str(exc)) from None

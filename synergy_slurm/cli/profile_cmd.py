@@ -22,13 +22,18 @@ from ..core import ProfileError, profiles_to_doc
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.store import KEY_RE, RESULT_META, ProfileStore
+from .errors import BadInput, Failed, writable_file
 from .options import config_or_exit
 
 
-def _store(config_path, store_path) -> ProfileStore:
-    if store_path:
-        return ProfileStore(store_path)
-    return ProfileStore(config_or_exit(config_path).profiles.store)
+def _store_path(config_path, store_path) -> Path:
+    return Path(store_path or config_or_exit(config_path).profiles.store)
+
+
+def _store(config_path, store_path, readonly: bool = False) -> ProfileStore:
+    """The store; read-only for commands that only look (they create nothing, and a
+    missing store is bad input naming the file)."""
+    return ProfileStore(_store_path(config_path, store_path), readonly=readonly)
 
 
 STORE_OPTIONS = [
@@ -100,10 +105,16 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
 
     if not KEY_RE.match(key):
         raise click.BadParameter("use 1-64 of A-Z a-z 0-9 _ . : -", param_hint="--key")
+    # Where the result goes is checked before minutes of measuring.
+    store = None
+    if out is not None:
+        writable_file(out)
+    elif not submit:
+        store = _store(config_path, store_path)
     if submit:
         sbatch = shutil.which("sbatch")
         if sbatch is None:
-            raise click.ClickException("sbatch not found")
+            raise Failed("sbatch not found")
         script = Path(tempfile.mkdtemp(prefix="synergy-profile-")) / "run.sh"
         script.write_text('#!/bin/sh\nexec "$@"\n')
         script.chmod(0o755)
@@ -132,7 +143,7 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
         finally:
             shutil.rmtree(script.parent, ignore_errors=True)   # sbatch sent its copy
         if res.returncode != 0:
-            raise click.ClickException(res.stderr.strip())
+            raise Failed(res.stderr.strip())
         click.echo(f"submitted profiling job {res.stdout.strip()}")
         return
     cores = max_cpus or int(os.environ.get("SLURM_CPUS_ON_NODE") or os.cpu_count() or 1)
@@ -143,9 +154,9 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                                                   core_fraction),
                                 per_gpu_max, max_points=max_points, budget_s=budget_s)
     except QuotaUnavailable as exc:
-        raise click.ClickException(f"--core-fraction: {exc}") from None
+        raise Failed(f"--core-fraction: {exc}") from None
     except SearchError as exc:
-        raise click.ClickException(f"profile of {key} not stored: {exc}") from None
+        raise Failed(f"profile of {key} not stored: {exc}") from None
     read_per_sample = _read_bytes_per_sample(res)
     memory_note = ""
     if dataset_gb and not dataset_samples:
@@ -169,7 +180,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
         tmp.write_text(json.dumps(result, indent=1) + "\n")
         tmp.replace(out)
     else:
-        _store(config_path, store_path).put(prof, measured_points=len(res.points),
+        assert store is not None
+        store.put(prof, measured_points=len(res.points),
                                             profiling_cpu_s=res.cpu_s, source="profiler")
     if fmt == "json":
         click.echo(json.dumps({"key": key, "curve": curve, "measured_points": len(res.points),
@@ -203,9 +215,13 @@ def _read_bytes_per_sample(res) -> float | None:
 def import_cmd(config_path, store_path, file: Path) -> None:
     """Import every profile of a model_profiles.json-shaped FILE."""
     try:
-        keys = _store(config_path, store_path).import_doc(json.loads(file.read_text()))
+        doc = json.loads(file.read_text())
+    except ValueError as exc:
+        raise BadInput(f"{file}: not JSON ({exc})") from None
+    try:
+        keys = _store(config_path, store_path).import_doc(doc)
     except (ProfileError, ValueError) as exc:
-        raise click.ClickException(f"{file}: {exc}") from None
+        raise BadInput(f"{file}: {exc}") from None
     click.echo(f"imported {len(keys)} profiles: {', '.join(keys)}")
 
 
@@ -216,10 +232,9 @@ def import_cmd(config_path, store_path, file: Path) -> None:
               help="Write here instead of stdout.")
 def export_cmd(config_path, store_path, keys, out) -> None:
     """Export profiles in the model_profiles.json shape."""
-    try:
-        doc = _store(config_path, store_path).export_doc(list(keys) or None)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+    if out:
+        writable_file(out)
+    doc = _store(config_path, store_path, readonly=True).export_doc(list(keys) or None)
     text = json.dumps(doc, indent=1)
     if out:
         out.write_text(text + "\n")
@@ -233,9 +248,10 @@ def export_cmd(config_path, store_path, keys, out) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def show_cmd(config_path, store_path, key, fmt) -> None:
     """One profile: its points, how many were measured, and what profiling cost."""
-    got = _store(config_path, store_path).get(key)
+    store = _store(config_path, store_path, readonly=True)
+    got = store.get(key)
     if got is None:
-        raise click.ClickException(f"no profile {key!r}")
+        raise BadInput(f"{store.path}: no profile {key!r}")
     info = got.show()
     if fmt == "json":
         click.echo(json.dumps(info))
@@ -251,6 +267,11 @@ def show_cmd(config_path, store_path, key, fmt) -> None:
 @profile.command("list")
 @store_options
 def list_cmd(config_path, store_path) -> None:
-    """The keys in the store."""
-    for key in _store(config_path, store_path).list_keys():
+    """The keys in the store (none, and a note, when there is no store yet)."""
+    path = _store_path(config_path, store_path)
+    if not path.exists():
+        click.echo(f"no profile store at {path} yet (synergy profile import/run fill it)",
+                   err=True)
+        return
+    for key in ProfileStore(path, readonly=True).list_keys():
         click.echo(key)

@@ -41,6 +41,7 @@ from ..hook.sbatch_args import (
 from ..hook.table import TableError, parse_table
 from ..profiles.store import KEY_RE
 from ..templates import TemplateError, available, find, parse_template, parse_vars
+from .errors import Boundary
 from .options import config_or_exit
 
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
@@ -109,7 +110,7 @@ OWN_FLAGS = frozenset({"--requeue-ok", "--no-synergy", "--list-templates", "--ex
                        "--dry-run", "--synergy-help"})
 
 
-class _ScriptArgsAreNotOurs(click.Command):
+class _ScriptArgsAreNotOurs(Boundary, click.Command):
     """Options are ours only before the script: what follows it is the script's own
     command line (``train.sh --dry-run`` must reach train.sh, not synergy-sbatch)."""
 

@@ -1,9 +1,11 @@
 """Which Slurm jobs synergy manages, and what the core sees of them.
 
 A job is managed when it asks for GPUs in a managed partition, its user and the job itself
-did not opt out, and it has a shape synergy can change (``--gpus`` on one node or
-``--gpus-per-node``/``--gres``). Everything else is skipped with a reason and never touched;
-running jobs of any kind still count as used resources.
+did not opt out, and it has a shape synergy can change (:func:`vocabulary.not_reshaped`,
+the rule the hook applies at submission too). Everything else is skipped with a reason and
+never touched (a job the hook held but the controller does not manage is released);
+running jobs of any kind still count as used resources. A pending array counts as one job:
+its tasks share the shape planned for it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from ..config import Config
 from ..core import JobSpec, Profile
 from ..slurm.model import SlurmJob
+from ..vocabulary import not_reshaped
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 COMMENT_KEY = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]{1,64})(?![A-Za-z0-9_.:\-])")
@@ -63,16 +66,9 @@ def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdic
         return Verdict(False, "user opted out")
     if "synergy:off" in job.comment:
         return Verdict(False, "job opted out")
-    if job.het_job_id:
-        return Verdict(False, "heterogeneous job")
-    if job.pending and job.array_job_id and job.array_task_id is None:
-        return Verdict(False, "array job not yet split into tasks")
-    if job.gpus_per_task is not None:
-        return Verdict(False, "--gpus-per-task jobs are not reshaped")
-    if job.gpus_per_job is not None and job.num_nodes > 1:
-        return Verdict(False, "--gpus over several nodes is not reshaped")
-    if job.gpus_per_job is None and job.gpus_per_node is None:
-        return Verdict(False, "GPU request synergy cannot reshape")
+    refused = not_reshaped(job.gpu_request)
+    if refused:
+        return Verdict(False, refused)
     return Verdict(True, "managed")
 
 

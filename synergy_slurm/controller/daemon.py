@@ -32,6 +32,7 @@ from .actions import CANNOT, RAISE, RELEASE, REQUEUE, SHAPE_RELEASE, Action, rec
 from .audit import AuditLog
 from .autoprofile import AutoProfiler, ProfilingEvent
 from .classify import classify, job_spec, profile_key, requeue_ok, runnable
+from .heartbeat import Heartbeat
 from .metrics import Metrics
 from .observe import MB_PER_GB, cluster_state
 from .requeue import RequeuePolicy, requeue_upgrades
@@ -75,6 +76,7 @@ class Controller:
         self.optout = frozenset(cfg.hook.optout_users)
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
+        self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
 
@@ -103,6 +105,16 @@ class Controller:
 
     # -- one round ------------------------------------------------------------------------
     def run_round(self) -> RoundResult:
+        self.heartbeat.round_started()
+        ok = False
+        try:
+            result = self._round()
+            ok = True
+            return result
+        finally:
+            self.heartbeat.round_finished(ok)
+
+    def _round(self) -> RoundResult:
         t0 = time.monotonic()
         rid = self.state.start_round(self.mode)
         try:
@@ -112,6 +124,10 @@ class Controller:
             self.metrics.errors.labels("slurm-read").inc()
             self.state.finish_round(rid, duration_s=time.monotonic() - t0, error=str(exc)[:500])
             raise RoundFailed(str(exc)) from exc
+        except Exception as exc:
+            self.state.finish_round(rid, duration_s=time.monotonic() - t0,
+                                    error=f"internal: {exc}"[:500])
+            raise
         now = self.clock()
         profiles = self.profiles()
         cluster = cluster_state(snap, self.cfg)
@@ -121,12 +137,19 @@ class Controller:
             self._write_hook_table(snap, profiles, now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
+        strays: list[Action] = []
         for job in snap.jobs:
             v = classify(job, self.cfg, self.optout)
             if v.managed:
                 managed.append(job)
             else:
                 skipped[job.job_id] = v.reason
+                if job.held_by_synergy:
+                    # Held by the hook (an older table, another version of the rules, a
+                    # config change) but not ours to shape: nobody else would release it.
+                    strays.append(Action(job.job_id, RELEASE, None, None,
+                                         f"not managed ({v.reason}): released as submitted",
+                                         job.user))
         events = self._profile_unknown(rid, snap, managed, profiles, now)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
@@ -138,14 +161,14 @@ class Controller:
                              self.allocator, now)
         else:
             plan = Plan((), {}, self.allocator.name, self.policy.name)
-        actions = reconcile_pending(pending, plan, cluster.fair)
+        actions = strays + reconcile_pending(pending, plan, cluster.fair)
         may_requeue = {j.job_id: j for j in running if requeue_ok(j)}
         candidates = [(may_requeue[s.id], s) for s in
                       self.policy.order([specs[i] for i in may_requeue], now)]
         if cluster.servers and candidates and self.allocator.grows_running:
             actions += requeue_upgrades(candidates, cluster, plan, self.requeue_policy,
                                         self.state.last_requeues(), now)
-        by_id = {j.job_id: j for j in managed}
+        by_id = {j.job_id: j for j in snap.jobs}
         results, errors = self._act(rid, actions, by_id)
         self._record(rid, managed, plan, actions, results, now)
         duration = time.monotonic() - t0
@@ -192,10 +215,11 @@ class Controller:
         try:
             table = build_table(self.cfg.hook, profiles, min(n.cpus for n in nodes),
                                 min(n.mem_mb for n in nodes), min(n.gpus for n in nodes), now)
-            table.write(table_path(self.cfg.hook))
-        except (OSError, TableError) as exc:
+        except TableError as exc:
             self.metrics.errors.labels("hook-table").inc()
-            log.error("could not write the hook table: %s", exc)
+            log.error("could not build the hook table: %s", exc)
+            return
+        self.heartbeat.publish(table)
 
     def _act(self, rid: int, actions: list[Action], jobs: dict[int, SlurmJob]
              ) -> tuple[dict[int, str], int]:
@@ -270,6 +294,19 @@ class Controller:
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,
             on_round: Callable[[RoundResult], None] | None = None) -> int:
+        daemon = not once and self.mode == "enforce"
+        if daemon:
+            self.heartbeat.start()
+        try:
+            return self._loop(stop, once, on_round)
+        finally:
+            if daemon:
+                # Expire the table first: from now on the hook holds nothing new.
+                self.heartbeat.stop(expire=True)
+                self.release_held()
+
+    def _loop(self, stop: threading.Event, once: bool,
+              on_round: Callable[[RoundResult], None] | None) -> int:
         interval = self.cfg.controller.interval_s
         wait = interval
         failures = 0
@@ -293,8 +330,6 @@ class Controller:
             if once:
                 break
             stop.wait(wait)
-        if self.mode == "enforce" and not once:
-            self.release_held()
         return 0
 
     def release_held(self) -> list[int]:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..dbfile import DatabaseError, connect, has_table
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rounds (
   id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL, duration_s REAL, mode TEXT,
@@ -34,16 +36,24 @@ CREATE TABLE IF NOT EXISTS profiling (
 
 
 class StateStore:
-    def __init__(self, path: str | Path) -> None:
-        p = Path(path)
-        if str(p) != ":memory:":
-            p.parent.mkdir(parents=True, exist_ok=True)
-        # One controller uses the store, from whichever thread runs its loop.
-        self.db = sqlite3.connect(str(p), timeout=30, isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
+        """The controller opens it for writing (one controller, from whichever thread runs
+        its loop); ``synergy status`` read-only, as any user who may read the file."""
+        self.path = Path(path)
+        self.readonly = readonly
+        self.db = connect(path, readonly=readonly)
+        try:
+            if readonly:
+                missing = [t for t in ("rounds", "jobs", "profiling")
+                           if not has_table(self.db, t)]
+                if missing:
+                    raise DatabaseError(f"{self.path}: not a synergy controller state "
+                                        f"(no table {', '.join(missing)})")
+            else:
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path}: {exc}") from None
 
     def close(self) -> None:
         self.db.close()

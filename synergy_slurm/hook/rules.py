@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..slurm.parse import gpu_count
+from ..vocabulary import GpuRequest, not_reshaped
 from .table import HookTable
 
 PROFILE_TOKEN = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]+)")
@@ -28,6 +29,8 @@ class Submission:
     mem_per_tres: str = ""
     mem_per_node: bool = False   # --mem given
     mem_per_cpu: bool = False    # --mem-per-cpu given
+    min_nodes: int = 1           # -N/--nodes (the smallest count)
+    het: bool = False            # a component of a heterogeneous job (sbatch ... : ...)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
         return HookDecision(False, "user opted out")
     if "synergy:off" in sub.comment:
         return HookDecision(False, "job opted out")
+    refused = not_reshaped(GpuRequest(per_job, per_node, per_task, per_socket,
+                                      sub.min_nodes, sub.het))
+    if refused:
+        return HookDecision(False, f"not reshaped: {refused}")
     m = PROFILE_TOKEN.search(sub.comment)
     key = m.group(1) if m and len(m.group(1)) <= 64 else None
     prof = table.profiles.get(key) if key else None

@@ -32,7 +32,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mem-per-cpu")
     p.add_argument("-p", "--partition")
     p.add_argument("--comment")
+    p.add_argument("-N", "--nodes")
     return p
+
+
+def _min_nodes(value: str | None) -> int:
+    """``-N 2``, ``-N 2-4``, ``-N 1,3`` (sizes): the smallest node count."""
+    if value is None:
+        return 1
+    m = re.match(r"\s*(\d+)", value)
+    if not m:
+        raise SbatchArgError(f"--nodes: expected a count, got {value!r}")
+    return max(1, int(m.group(1)))
 
 
 def _tres(value: str | None, what: str) -> str:
@@ -60,8 +71,14 @@ def _gres(value: str | None) -> str:
 
 
 def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
+    """The first component's submission (the options up to the script; a ``:`` or an
+    ``#SBATCH hetjob`` line makes the job heterogeneous)."""
+    args = list(args)
+    het = ":" in args or "hetjob" in args
+    if het:
+        args = args[:min(i for i, a in enumerate(args) if a in (":", "hetjob"))]
     try:
-        ns, _ = _parser().parse_known_args(list(args))
+        ns, _ = _parser().parse_known_args(args)
     except argparse.ArgumentError as exc:
         raise SbatchArgError(str(exc)) from None
     for opt in ("cpus_per_gpu",):
@@ -77,7 +94,8 @@ def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
         tres_per_socket=_tres(ns.gpus_per_socket, "--gpus-per-socket"),
         cpus_per_tres=f"gres:gpu:{ns.cpus_per_gpu}" if ns.cpus_per_gpu else "",
         mem_per_tres=f"gres:gpu:{ns.mem_per_gpu}" if ns.mem_per_gpu else "",
-        mem_per_node=ns.mem is not None, mem_per_cpu=ns.mem_per_cpu is not None)
+        mem_per_node=ns.mem is not None, mem_per_cpu=ns.mem_per_cpu is not None,
+        min_nodes=_min_nodes(ns.nodes), het=het)
 
 
 # sbatch options that never take a separate value (those with an optional value take it

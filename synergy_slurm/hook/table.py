@@ -76,7 +76,7 @@ class HookTable:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Replace ``path`` whole (its directory must exist: the hook's is made by the admin)."""
     fd, tmp = tempfile.mkstemp(prefix=".synergy-hook.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import Profile, profiles_from_doc, profiles_to_doc
+from ..dbfile import DatabaseError, connect, has_table
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 # The entry of a result file (``synergy profile run --out``) that says what profiling cost.
@@ -56,15 +57,22 @@ class StoredProfile:
 
 
 class ProfileStore:
-    def __init__(self, path: str | Path) -> None:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(p), timeout=30, isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS profiles (key TEXT PRIMARY KEY, doc TEXT NOT NULL, "
-            "measured_points INTEGER, profiling_cpu_s REAL, created REAL, source TEXT)")
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
+        """``readonly``: for commands that only look; the file must exist, nothing is
+        created (an empty database reads as an empty store)."""
+        self.path = Path(path)
+        self.db = connect(path, readonly=readonly)
+        try:
+            if readonly:
+                self._empty = not has_table(self.db, "profiles")
+            else:
+                self._empty = False
+                self.db.execute(
+                    "CREATE TABLE IF NOT EXISTS profiles (key TEXT PRIMARY KEY, doc TEXT "
+                    "NOT NULL, measured_points INTEGER, profiling_cpu_s REAL, created REAL, "
+                    "source TEXT)")
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path}: {exc}") from None
 
     def put(self, profile: Profile, measured_points: int = 0, profiling_cpu_s: float = 0.0,
             source: str = "import") -> None:
@@ -76,6 +84,8 @@ class ProfileStore:
                          source))
 
     def get(self, key: str) -> StoredProfile | None:
+        if self._empty:
+            return None
         row = self.db.execute("SELECT doc, measured_points, profiling_cpu_s, created, source "
                               "FROM profiles WHERE key = ?", (key,)).fetchone()
         if row is None:
@@ -84,10 +94,14 @@ class ProfileStore:
         return StoredProfile(prof, row[1] or 0, row[2] or 0.0, row[3], row[4] or "")
 
     def list_keys(self) -> list[str]:
+        if self._empty:
+            return []
         return [r[0] for r in self.db.execute("SELECT key FROM profiles ORDER BY key")]
 
     def all(self) -> dict[str, Profile]:
-        out = {}
+        out: dict[str, Profile] = {}
+        if self._empty:
+            return out
         for (doc,) in self.db.execute("SELECT doc FROM profiles"):
             out.update(profiles_from_doc(json.loads(doc)))
         return out
@@ -100,6 +114,9 @@ class ProfileStore:
 
     def export_doc(self, keys: list[str] | None = None) -> dict:
         allp = self.all()
+        missing = sorted(set(keys or ()) - set(allp))
+        if missing:
+            raise ValueError(f"{self.path}: no profile {', '.join(missing)}")
         chosen = {k: v for k, v in allp.items() if keys is None or k in keys}
         grids = {(p.cpu_grid, p.mem_grid) for p in chosen.values()}
         if len(grids) > 1:

@@ -269,9 +269,10 @@ def down(spec: DevClusterSpec, keep: bool = False) -> list[str]:
 def _cancel_all(spec: DevClusterSpec) -> None:
     env = env_for(spec)
     try:
-        ids = _run([_bin("squeue"), "-h", "-o", "%A"], env=env, timeout=10).split()
-        if ids:
-            _run([_bin("scancel"), *ids], env=env, timeout=10, check=False)
+        # By user: a heterogeneous job's components cannot be cancelled one by one.
+        users = set(_run([_bin("squeue"), "-h", "-o", "%u"], env=env, timeout=10).split())
+        for user in sorted(users):
+            _run([_bin("scancel"), "-u", user], env=env, timeout=10, check=False)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if not _run([_bin("squeue"), "-h", "-o", "%A"], env=env, timeout=10).split():

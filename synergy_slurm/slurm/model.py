@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..vocabulary import GpuRequest
+
 PENDING = "PENDING"
 RUNNING = "RUNNING"
 
@@ -35,6 +37,7 @@ class SlurmJob:
     gpus_per_job: int | None = None
     gpus_per_node: int | None = None
     gpus_per_task: int | None = None
+    gpus_per_socket: int | None = None
     gpu_type: str | None = None
     num_nodes: int = 1
     num_tasks: int | None = None
@@ -75,6 +78,17 @@ class SlurmJob:
     @property
     def held_by_synergy(self) -> bool:
         return self.pending and self.priority == 0 and self.tags.get("held") == "1"
+
+    @property
+    def gpu_request(self) -> GpuRequest:
+        return GpuRequest(self.gpus_per_job, self.gpus_per_node, self.gpus_per_task,
+                          self.gpus_per_socket, self.num_nodes, self.het_job_id is not None)
+
+    @property
+    def pending_array(self) -> bool:
+        """The record of an array's tasks that have not started (one record for them all:
+        ``scontrol update/release`` on the array's id applies to every one)."""
+        return self.pending and self.array_job_id is not None and self.array_task_id is None
 
     @property
     def has_gpus(self) -> bool:

@@ -238,6 +238,7 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
         gpus_per_job=per_job[0] if per_job else None,
         gpus_per_node=per_node[0] if per_node else None,
         gpus_per_task=per_task[0] if per_task else None,
+        gpus_per_socket=per_socket[0] if per_socket else None,
         gpu_type=gtype,
         num_nodes=num_nodes,
         num_tasks=num_tasks,

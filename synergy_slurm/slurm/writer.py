@@ -143,10 +143,12 @@ class SlurmWriter:
 
     def read(self, job_id: int) -> dict[str, str]:
         out = self.cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
-        lines = out.strip().splitlines()
-        if not lines:
+        records = [parse_kv_line(line) for line in out.strip().splitlines()]
+        if not records:
             raise SlurmError(f"job {job_id} not found")
-        return parse_kv_line(lines[0])
+        # An array's id lists every task's record: the one with this very id is the
+        # pending tasks' record (or the task that kept the id).
+        return next((r for r in records if r.get("JobId") == str(int(job_id))), records[0])
 
     def hold(self, job_id: int) -> None:
         self.mutate(["hold", str(int(job_id))])

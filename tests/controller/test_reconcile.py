@@ -60,7 +60,8 @@ def test_classification_reasons():
         "user opted out": job(4, user="alice"),
         "job opted out": job(5, comment="synergy:off"),
         "heterogeneous job": job(6, het_job_id=6),
-        "array job not yet split into tasks": job(7, array_job_id=7, array_task_id=None),
+        "--gpus-per-socket jobs are not reshaped": job(7, gpus_per_job=None,
+                                                       gpus_per_socket=1),
         "--gpus-per-task jobs are not reshaped": job(8, gpus_per_job=None, gpus_per_task=1),
         "--gpus over several nodes is not reshaped": job(9, num_nodes=2),
     }
@@ -68,6 +69,9 @@ def test_classification_reasons():
         v = classify(j, cfg, frozenset({"alice"}))
         assert not v.managed and v.reason == reason
     assert classify(job(10, array_job_id=7, array_task_id=3), cfg, frozenset()).managed
+    # A pending array (its tasks not split yet) is managed as one job: one shape for all.
+    pending_array = job(11, array_job_id=11, array_task_id=None)
+    assert pending_array.pending_array and classify(pending_array, cfg, frozenset()).managed
 
 
 def test_runnable_and_profile_key():

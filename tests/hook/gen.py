@@ -41,5 +41,12 @@ def option_sets(n: int, seed: int = 1, typed: bool = True, partitions=("gpu", "c
             opts.append("--comment=synergy:off")
         if rng.random() < 0.3:
             opts.append(f"--partition={rng.choice(partitions)}")
+        shape = rng.random()
+        if shape < 0.1:
+            opts.append(f"--nodes={rng.choice([1, 2, '2-4'])}")
+        elif shape < 0.15:
+            opts.append(f"--array=0-{rng.randint(1, 5)}")
+        elif shape < 0.2:
+            opts += [":", "--gpus=1"]     # a heterogeneous job's second component
         out.append(opts)
     return out

@@ -22,7 +22,8 @@ for line in io.lines(cases_file) do
     for i = 2, #fields do
         local k, v = fields[i]:match("^([%w_]+)=(.*)$")
         if k then
-            if k == "pn_min_memory" or k == "priority" or k == "min_mem_per_cpu" then
+            if k == "pn_min_memory" or k == "priority" or k == "min_mem_per_cpu"
+                or k == "min_nodes" or k == "het_job_offset" then
                 job[k] = tonumber(v)
             else
                 job[k] = v

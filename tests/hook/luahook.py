@@ -33,6 +33,9 @@ def job_desc(sub: Submission) -> dict[str, str]:
         d["pn_min_memory"] = "10240"
     if sub.mem_per_cpu:
         d["min_mem_per_cpu"] = "2048"
+    # As slurmctld passes them: NO_VAL when not given.
+    d["min_nodes"] = str(sub.min_nodes) if sub.min_nodes > 1 else "4294967294"
+    d["het_job_offset"] = "0" if sub.het else "4294967294"
     return d
 
 

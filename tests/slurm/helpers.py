@@ -40,9 +40,9 @@ def wait_file(path: Path, needle: str, timeout_s: float = 60) -> str:
 
 
 def cancel_all(cli: SlurmCLI) -> None:
-    ids = cli.run("squeue", ["-h", "-o", "%A"]).split()
-    if ids:
-        cli.run("scancel", ids)
+    # By user: a heterogeneous job's components cannot be cancelled one by one.
+    for user in sorted(set(cli.run("squeue", ["-h", "-o", "%u"]).split())):
+        cli.run("scancel", ["-u", user])
     deadline = time.monotonic() + 30
     while cli.run("squeue", ["-h", "-o", "%A"]).split() and time.monotonic() < deadline:
         time.sleep(0.3)

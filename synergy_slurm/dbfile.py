@@ -1,0 +1,47 @@
+"""Opening synergy's SQLite files (the profile store, the controller's state) the same way
+everywhere: errors that name the file, and read-only opens for commands that only look.
+
+A read-only open creates nothing (no directory, no database, no WAL files of its own) and
+works for any user who may read the file, which is what ``synergy status`` and ``synergy
+profile list`` need on a login node.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+
+class DatabaseError(ValueError):
+    """A database file that is missing, unreadable or not ours; the message names it."""
+
+
+def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
+    """A connection to ``path`` (``:memory:`` allowed). Writable opens make the parent
+    directory; read-only opens need the file to exist."""
+    p = Path(path)
+    memory = str(path) == ":memory:"
+    try:
+        if readonly:
+            if not p.is_file():
+                raise DatabaseError(f"{p}: no such database")
+            db = sqlite3.connect(f"file:{quote(str(p.resolve()))}?mode=ro", uri=True,
+                                 timeout=30, isolation_level=None, check_same_thread=False)
+        else:
+            if not memory:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(p), timeout=30, isolation_level=None,
+                                 check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"{p}: {exc}") from None
+    except OSError as exc:
+        raise DatabaseError(f"{p}: {exc.strerror or exc}") from None
+
+
+def has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (name,)).fetchone() is not None
