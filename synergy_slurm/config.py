@@ -50,26 +50,54 @@ the key, so a typo never silently changes behaviour.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 DEFAULT_PATH = Path("/etc/slurm/synergy.toml")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")     # Slurm partition and user names
 
 
 class ConfigError(ValueError):
     pass
 
 
+def _range(problems: list[str], name: str, value: float, lo: float | None = None,
+           hi: float | None = None, lo_open: bool = False) -> None:
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        problems.append(f"{name} = {value!r}: must be {'>' if lo_open else '>='} {lo:g}")
+    elif hi is not None and value > hi:
+        problems.append(f"{name} = {value!r}: must be <= {hi:g}")
+
+
+class _Checked:
+    """A section whose values are checked when it is made; :meth:`problems` lists every
+    problem (``synergy config check`` prints them all), the constructor raises the first."""
+
+    def problems(self) -> list[str]:
+        return []
+
+    def __post_init__(self) -> None:
+        found = self.problems()
+        if found:
+            raise ConfigError("; ".join(found))
+
+
 @dataclass(frozen=True)
-class SlurmSection:
+class SlurmSection(_Checked):
     conf: str = ""
     timeout_s: float = 30.0
 
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _range(out, "timeout_s", self.timeout_s, 0, 3600, lo_open=True)
+        return out
+
 
 @dataclass(frozen=True)
-class HookSection:
+class HookSection(_Checked):
     dir: str = "/etc/slurm"
     partitions: tuple[str, ...] = ("gpu",)
     default_partition: str = "gpu"
@@ -79,18 +107,36 @@ class HookSection:
     override_user_shape: bool = False
     max_age_s: int = 120
 
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        if not self.dir:
+            out.append("dir: must name the directory of slurm.conf")
+        if not self.partitions:
+            out.append("partitions: give at least one partition")
+        out += [f"partitions: bad partition name {p!r}" for p in self.partitions
+                if not NAME_RE.match(p)]
+        if not NAME_RE.match(self.default_partition):
+            out.append(f"default_partition = {self.default_partition!r}: not a partition name")
+        out += [f"optout_users: bad user name {u!r}" for u in self.optout_users
+                if not NAME_RE.match(u)]
+        _range(out, "max_age_s", self.max_age_s, 2, 86400)
+        return out
+
 
 @dataclass(frozen=True)
-class ProfilesSection:
+class ProfilesSection(_Checked):
     file: str = ""
     store: str = "/var/lib/synergy/profiles.db"
+
+    def problems(self) -> list[str]:
+        return [] if self.store else ["store: must name the profile database"]
 
 
 MODES = ("observe", "advise", "enforce")
 
 
 @dataclass(frozen=True)
-class ControllerSection:
+class ControllerSection(_Checked):
     mode: str = "observe"
     policy: str = "fifo"
     allocator: str = "tune"
@@ -104,16 +150,31 @@ class ControllerSection:
     write_hook_table: bool = True
     max_backoff_s: float = 300.0
 
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"[controller] mode must be one of {', '.join(MODES)}, "
-                              f"got {self.mode!r}")
-        if self.interval_s <= 0:
-            raise ConfigError("[controller] interval_s must be positive")
+    def problems(self) -> list[str]:
+        from .core import ALLOCATOR_NAMES, POLICIES  # names only; the core stays unloaded
+
+        out: list[str] = []
+        for key, value, names in (("mode", self.mode, MODES),
+                                  ("policy", self.policy, tuple(POLICIES)),
+                                  ("allocator", self.allocator, ALLOCATOR_NAMES)):
+            if value not in names:
+                out.append(f"{key} = {value!r}: must be one of {', '.join(names)}")
+        _range(out, "interval_s", self.interval_s, 0, 86400, lo_open=True)
+        _range(out, "restart_cost_s", self.restart_cost_s, 0, 86400)
+        _range(out, "requeue_min_interval_s", self.requeue_min_interval_s, 0)
+        _range(out, "requeue_budget", self.requeue_budget, 0, 1000)
+        if self.metrics_port != 0:
+            _range(out, "metrics_port", self.metrics_port, 1, 65535)
+        _range(out, "max_backoff_s", self.max_backoff_s, 0, 86400, lo_open=True)
+        if not self.state_db:
+            out.append("state_db: must name the state database")
+        if not self.audit_log:
+            out.append("audit_log: must name the audit log")
+        return out
 
 
 @dataclass(frozen=True)
-class ProfilingSection:
+class ProfilingSection(_Checked):
     auto: bool = False
     budget_s: float = 300.0
     spool: str = "/var/lib/synergy/profiling"
@@ -125,13 +186,18 @@ class ProfilingSection:
     disk_gb_s: float = 0.5
     mem_gb_s: float = 10.0
 
-    def __post_init__(self) -> None:
-        if self.disk_gb_s <= 0 or self.mem_gb_s <= 0:
-            raise ConfigError("[profiling] disk_gb_s and mem_gb_s must be positive")
-        if self.budget_s < 10:
-            raise ConfigError("[profiling] budget_s must be at least 10")
-        if self.max_cpus_per_gpu < 0:
-            raise ConfigError("[profiling] max_cpus_per_gpu must be >= 0")
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _range(out, "budget_s", self.budget_s, 10, 86400)
+        _range(out, "max_cpus_per_gpu", self.max_cpus_per_gpu, 0, 4096)
+        _range(out, "retry_after_s", self.retry_after_s, 0)
+        _range(out, "disk_gb_s", self.disk_gb_s, 0, lo_open=True)
+        _range(out, "mem_gb_s", self.mem_gb_s, 0, lo_open=True)
+        for key in ("account", "partition"):
+            v = getattr(self, key)
+            if v and not NAME_RE.match(v):
+                out.append(f"{key} = {v!r}: not a Slurm {key} name")
+        return out
 
 
 @dataclass(frozen=True)
@@ -149,37 +215,68 @@ SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSect
 
 
 def load_config(path: str | Path | None = None, missing_ok: bool = True) -> Config:
+    """The config of ``path`` (default /etc/slurm/synergy.toml, whose absence means
+    defaults); a ConfigError names the file, the section and the key of the first
+    problem."""
+    cfg, problems = check_config(path, missing_ok)
+    if problems:
+        raise ConfigError(problems[0])
+    assert cfg is not None
+    return cfg
+
+
+def check_config(path: str | Path | None = None, missing_ok: bool = True
+                 ) -> tuple[Config | None, list[str]]:
+    """(the config, []) or (None, every problem found), each naming file, section, key."""
     p = Path(path) if path else DEFAULT_PATH
     if not p.exists():
         if missing_ok and path is None:
-            return Config()
-        raise ConfigError(f"config file {p} not found")
+            return Config(), []
+        return None, [f"config file {p} not found"]
     try:
         doc = tomllib.loads(p.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{p}: {exc}") from None
-    return config_from_dict(doc, str(p))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return None, [f"{p}: {exc}"]
+    return _build(doc, str(p))
 
 
 def config_from_dict(doc: dict[str, Any], path: str = "") -> Config:
+    cfg, problems = _build(doc, path)
+    if problems:
+        raise ConfigError(problems[0])
+    assert cfg is not None
+    return cfg
+
+
+def _build(doc: dict[str, Any], path: str) -> tuple[Config | None, list[str]]:
     built: dict[str, Any] = {}
+    problems: list[str] = []
+    prefix = f"{path}: " if path else ""
     for name, value in doc.items():
         cls = SECTIONS.get(name)
         if cls is None:
-            raise ConfigError(f"{path}: unknown section [{name}] "
-                              f"(known: {', '.join(SECTIONS)})")
+            problems.append(f"{prefix}unknown section [{name}] (known: {', '.join(SECTIONS)})")
+            continue
         if not isinstance(value, dict):
-            raise ConfigError(f"{path}: [{name}] must be a table")
-        built[name] = _section(cls, value, f"{path}: [{name}]")
-    return Config(**built, path=path)
+            problems.append(f"{prefix}[{name}] must be a table")
+            continue
+        section, found = _section(cls, value)
+        problems += [f"{prefix}[{name}] {msg}" for msg in found]
+        if section is not None:
+            built[name] = section
+    if problems:
+        return None, problems
+    return Config(**built, path=path), []
 
 
-def _section(cls: type, values: dict[str, Any], where: str) -> Any:
+def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
     known = {f.name: f for f in fields(cls)}
     kwargs = {}
+    problems = []
     for key, val in values.items():
         if key not in known:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+            problems.append(f"unknown key {key!r} (known: {', '.join(known)})")
+            continue
         default = known[key].default
         if isinstance(default, bool):
             ok = isinstance(val, bool)
@@ -194,7 +291,46 @@ def _section(cls: type, values: dict[str, Any], where: str) -> Any:
         else:
             ok = isinstance(val, str)
         if not ok:
-            raise ConfigError(f"{where}: {key} = {val!r} has the wrong type "
-                              f"(expected {type(default).__name__})")
+            problems.append(f"{key} = {val!r} has the wrong type "
+                            f"(expected {type(default).__name__})")
+            continue
         kwargs[key] = val
-    return cls(**kwargs)
+    if problems:
+        return None, problems
+    return _make(cls, kwargs)
+
+
+def _make(cls: type, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
+    try:
+        return cls(**kwargs), []
+    except ConfigError:
+        # Every problem, not only the first: build it unchecked and ask it.
+        unchecked = object.__new__(cls)
+        for f in fields(cls):
+            object.__setattr__(unchecked, f.name, kwargs.get(f.name, f.default))
+        return None, unchecked.problems()
+
+
+def render_toml(cfg: Config) -> str:
+    """The effective config as TOML (every key, defaults included)."""
+    lines = []
+    for name in SECTIONS:
+        section = getattr(cfg, name)
+        lines.append(f"[{name}]")
+        for f in fields(section):
+            v = getattr(section, f.name)
+            if isinstance(v, bool):
+                text = "true" if v else "false"
+            elif isinstance(v, tuple):
+                text = "[" + ", ".join(_toml_str(x) for x in v) + "]"
+            elif isinstance(v, str):
+                text = _toml_str(v)
+            else:
+                text = repr(v)
+            lines.append(f"{f.name} = {text}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

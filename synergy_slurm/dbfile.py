@@ -26,8 +26,7 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
         if readonly:
             if not p.is_file():
                 raise DatabaseError(f"{p}: no such database")
-            db = sqlite3.connect(f"file:{quote(str(p.resolve()))}?mode=ro", uri=True,
-                                 timeout=30, isolation_level=None, check_same_thread=False)
+            db = _open_readonly(p)
         else:
             if not memory:
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -40,6 +39,25 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
         raise DatabaseError(f"{p}: {exc}") from None
     except OSError as exc:
         raise DatabaseError(f"{p}: {exc.strerror or exc}") from None
+
+
+def _open_readonly(p: Path) -> sqlite3.Connection:
+    """Read-only, also where the reader may not write the directory. While the writer
+    (the controller) has the database open, its WAL index files exist and a read-only
+    connection shares them; once it has closed it, they are gone and a read-only reader
+    could not make them: then the file is read as immutable (nobody is writing it)."""
+    uri = f"file:{quote(str(p.resolve()))}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None,
+                         check_same_thread=False)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc) and "unable to open" not in str(exc):
+            raise
+        db.close()
+    return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None,
+                           check_same_thread=False)
 
 
 def has_table(db: sqlite3.Connection, name: str) -> bool:

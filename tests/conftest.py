@@ -63,3 +63,15 @@ def slurm_cli(slurm_cluster):
     from synergy_slurm.slurm.commands import SlurmCLI
 
     return SlurmCLI(slurm_conf=str(slurm_cluster.conf_path), timeout_s=30)
+
+
+@pytest.fixture(scope="session")
+def unprivileged_user():
+    """A user without privileges (created for the session, removed at its end)."""
+    import subprocess
+
+    name = "synergy-t-user"
+    created = subprocess.run(["useradd", "-M", name], capture_output=True).returncode == 0
+    yield name
+    if created:
+        subprocess.run(["userdel", name], capture_output=True, check=False)

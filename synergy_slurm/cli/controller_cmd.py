@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -13,6 +12,8 @@ import click
 
 from ..controller.daemon import Controller, RoundResult
 from ..controller.state import StateStore
+from ..controller.status import explain_job, select, status_lines
+from .errors import Failed
 from .options import config_or_exit
 
 log = logging.getLogger(__name__)
@@ -73,54 +74,30 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
 
 
 @click.command("status")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="synergy.toml (default /etc/slurm/synergy.toml).")
+@click.option("--user", help="Only this user's jobs.")
+@click.option("--job", "job_id", type=click.IntRange(1),
+              help="One job, and why it has its cores and memory.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-def status_cmd(config_path, fmt) -> None:
+def status_cmd(config_path, user, job_id, fmt) -> None:
     """Managed jobs as of the controller's last round: shape now, planned shape, profile,
-    expected speedup, and what the controller did or why it waits."""
+    expected speedup, and what the controller did or why the job waits. With --job, why
+    that job has the cores and memory it has and what was done to it.
+
+    Reads the controller's state ([controller] state_db) read-only: any user who may read
+    that file can run it; it changes nothing.
+    """
     cfg = config_or_exit(config_path)
-    if not Path(cfg.controller.state_db).exists():
-        raise click.ClickException(f"no controller state at {cfg.controller.state_db}: the "
-                                   "controller has not run yet (synergy controller run)")
-    try:
-        store = StateStore(cfg.controller.state_db)
-    except sqlite3.Error as exc:
-        raise click.ClickException(f"cannot read {cfg.controller.state_db}: {exc}") from None
+    path = Path(cfg.controller.state_db)
+    if not path.exists():
+        raise Failed(f"no controller state at {path}: the controller has not run yet "
+                     "(synergy controller run)")
+    store = StateStore(path, readonly=True)
     if fmt == "json":
-        click.echo(json.dumps(store.jobs()))
+        click.echo(json.dumps({"last_round": store.last_round(),
+                               "jobs": select(store.jobs(), user=user, job_id=job_id)}))
         return
-    for line in status_lines(store):
+    lines = explain_job(store, job_id) if job_id else status_lines(store, user=user)
+    for line in lines:
         click.echo(line)
-
-
-def status_lines(store: StateStore, pending_first: bool = False) -> list[str]:
-    """The status table of the controller's last round (``pending_first``: waiting jobs,
-    whose plan is about to be applied, before running ones)."""
-    jobs = store.jobs()
-    if pending_first:
-        jobs.sort(key=lambda j: j["state"] != "PENDING")
-    last = store.last_round()
-    profiling = store.profiling()
-    out = []
-    if last:
-        out.append(f"last round {last['id']} ({last['mode']}): {last['managed']} managed, "
-                   f"{last['actions']} actions, {last['errors']} errors")
-    out.append(f"{'job':>8} {'user':<10} {'state':<8} {'gpus':>4} {'now c/GPU':>9} "
-               f"{'plan c/GPU':>10} {'plan MB/GPU':>11} {'speedup':>7} {'profile':<12} note")
-
-    def cell(v, w):
-        return f"{'-' if v is None else v:>{w}}"
-
-    for j in jobs:
-        sp = "-" if j["speedup"] is None else f"{j['speedup']:.2f}x"
-        out.append(f"{j['job_id']:>8} {j['user'] or '':<10} {j['state'] or '':<8} "
-                   f"{cell(j['gpus'], 4)} {cell(j['cpus_per_gpu'], 9)} "
-                   f"{cell(j['planned_cpus'], 10)} {cell(j['planned_mem_mb'], 11)} {sp:>7} "
-                   f"{j['profile_key'] or '-':<12} {j['note'] or ''}")
-    if profiling:
-        out.append("\nprofiling jobs (what they cost is theirs, not the jobs'):")
-        for key, r in profiling.items():
-            cost = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.1f} CPU-s"
-            out.append(f"  {key:<20} {r['status']:<9} Slurm job {r['slurm_job'] or '-'} for "
-                       f"job {r['for_job']} ({r['user']}), {cost} {r['note'] or ''}")
-    return out

@@ -15,12 +15,12 @@ import click
 from ..config import load_config
 from ..controller.daemon import Controller
 from ..controller.state import StateStore
+from ..controller.status import status_lines
 from ..core import PerGpu
 from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
 from ..slurm import devcluster
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.devconf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
-from .controller_cmd import status_lines
 from .devcluster_cmd import spec_of
 from .options import default_profiles_path, profiles_option_value
 
@@ -142,7 +142,7 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         ctl = Controller(cfg)
         ctl.run_round()       # writes the hook table: from now on the hook holds new jobs
         # Its own connection to the state (WAL): the controller thread writes through its own.
-        view = StateStore(cfg.controller.state_db)
+        view = StateStore(cfg.controller.state_db, readonly=True)
         thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
         thread.start()
         say(f"[demo] controller running (enforce, fifo + tune, every "

@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from .config_cmd import config
 from .controller_cmd import controller, status_cmd
 from .demo_cmd import demo_cmd
 from .devcluster_cmd import dev_cluster
@@ -42,6 +43,7 @@ main.add_command(controller)
 main.add_command(status_cmd)
 main.add_command(profile)
 main.add_command(demo_cmd)
+main.add_command(config)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,15 @@ class StateStore:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
+    def actions_for(self, job_id: int, limit: int = 5) -> list[dict]:
+        """The last actions recorded for a job, oldest first."""
+        cur = self.db.execute("SELECT * FROM actions WHERE job_id = ? ORDER BY ts DESC "
+                              "LIMIT ?", (job_id, limit))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur][::-1]
+
     def last_round(self) -> dict | None:
+        """The last finished round, failed or not (a failed one has ``error`` set)."""
         cur = self.db.execute("SELECT * FROM rounds WHERE duration_s IS NOT NULL "
                               "ORDER BY id DESC LIMIT 1")
         row = cur.fetchone()

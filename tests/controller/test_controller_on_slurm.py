@@ -82,7 +82,7 @@ def test_enforce_shapes_both_ways_and_releases(env):
     assert "cpus=6" in (tmp / "unk").read_text()        # unknown profile: proportional
     status = CliRunner().invoke(main, ["status", "--config", str(env["cfg_path"]),
                                        "--format", "json"])
-    rows = {r["job_id"]: r for r in json.loads(status.stdout)}
+    rows = {r["job_id"]: r for r in json.loads(status.stdout)["jobs"]}
     assert rows[high]["planned_cpus"] == 12 and rows[high]["profile_key"] == "alexnet"
 
 

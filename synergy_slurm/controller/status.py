@@ -1,0 +1,121 @@
+"""What ``synergy status`` (and the demo) show of the controller's state: the last round,
+the managed jobs, and for one job why it has the cores and memory it has.
+
+Only reads the state store; opened read-only by the command, so any user who may read
+the file can run it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+
+from .state import StateStore
+
+
+def round_line(last: dict | None, now: float) -> str:
+    """One line on the controller's last round: when, in which mode, what it did or why
+    it failed."""
+    if last is None:
+        return "no round recorded yet (is the controller running?)"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["started"] or 0))
+    ago = max(0, now - (last["started"] or 0))
+    head = f"last round {last['id']} at {when} ({ago:.0f} s ago, {last['mode']} mode)"
+    if last.get("error"):
+        return f"{head}: FAILED: {last['error']}"
+    return (f"{head}: {last['managed'] or 0} managed, {last['actions'] or 0} actions, "
+            f"{last['errors'] or 0} errors, {last['duration_s'] or 0:.2f} s")
+
+
+def select(jobs: Iterable[dict], user: str | None = None, job_id: int | None = None
+           ) -> list[dict]:
+    return [j for j in jobs if (user is None or j["user"] == user)
+            and (job_id is None or j["job_id"] == job_id)]
+
+
+def table_lines(jobs: list[dict], pending_first: bool = False) -> list[str]:
+    """The managed jobs, one line each (``pending_first``: waiting jobs, whose plan is
+    about to be applied, before running ones)."""
+    if pending_first:
+        jobs = sorted(jobs, key=lambda j: j["state"] != "PENDING")
+    out = [f"{'job':>8} {'user':<10} {'state':<8} {'gpus':>4} {'now c/GPU':>9} "
+           f"{'plan c/GPU':>10} {'plan MB/GPU':>11} {'speedup':>7} {'profile':<12} note"]
+
+    def cell(v, w):
+        return f"{'-' if v is None else v:>{w}}"
+
+    for j in jobs:
+        sp = "-" if j["speedup"] is None else f"{j['speedup']:.2f}x"
+        out.append(f"{j['job_id']:>8} {j['user'] or '':<10} {j['state'] or '':<8} "
+                   f"{cell(j['gpus'], 4)} {cell(j['cpus_per_gpu'], 9)} "
+                   f"{cell(j['planned_cpus'], 10)} {cell(j['planned_mem_mb'], 11)} {sp:>7} "
+                   f"{j['profile_key'] or '-':<12} {j['note'] or ''}")
+    return out
+
+
+def status_lines(store: StateStore, pending_first: bool = False, user: str | None = None,
+                 now: float | None = None) -> list[str]:
+    """The whole status: the last round, the managed jobs, the profiling jobs."""
+    now = time.time() if now is None else now
+    out = [round_line(store.last_round(), now)]
+    out += table_lines(select(store.jobs(), user=user), pending_first)
+    profiling = {k: r for k, r in store.profiling().items() if user is None or r["user"] == user}
+    if profiling:
+        out.append("\nprofiling jobs (what they cost is theirs, not the jobs'):")
+        for key, r in profiling.items():
+            cost = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.1f} CPU-s"
+            out.append(f"  {key:<20} {r['status']:<9} Slurm job {r['slurm_job'] or '-'} for "
+                       f"job {r['for_job']} ({r['user']}), {cost} {r['note'] or ''}")
+    return out
+
+
+def explain_job(store: StateStore, job_id: int, now: float | None = None) -> list[str]:
+    """Why one job has the cores and memory it has: its profile, the share planned for it
+    and the speedup expected there, what it waits for, and what the controller did."""
+    now = time.time() if now is None else now
+    rows = select(store.jobs(), job_id=job_id)
+    out = [round_line(store.last_round(), now)]
+    if not rows:
+        out.append(f"job {job_id}: not managed by synergy as of the last round (no GPUs, "
+                   "not in a managed partition, opted out, a kind synergy does not reshape, "
+                   "or finished); see the audit log for what was done to it")
+        return out
+    j = rows[0]
+    gpus = j["gpus"] or 0
+    out.append(f"job {job_id} ({j['user']}, {j['state']}, {gpus} GPU{'s' * (gpus != 1)})")
+    if j["profile_key"]:
+        known = j["speedup"] is not None and (j["how"] or "") != "proportional"
+        out.append(f"  profile: {j['profile_key']}"
+                   + ("" if known or j["planned_cpus"] is None
+                      else " (unknown or insensitive: GPU-proportional share)"))
+    else:
+        out.append("  profile: none given (synergy-sbatch --profile-key): GPU-proportional "
+                   "share")
+    now_c = "Slurm's default" if j["cpus_per_gpu"] is None else f"{j['cpus_per_gpu']}"
+    now_m = ("Slurm's default" if j["mem_per_gpu_mb"] is None
+             else f"{j['mem_per_gpu_mb']} MB")
+    out.append(f"  shape in Slurm: {now_c} cores/GPU, {now_m} memory/GPU")
+    if j["planned_cpus"] is not None:
+        out.append(f"  planned: {j['planned_cpus']} cores/GPU, {j['planned_mem_mb']} MB/GPU "
+                   f"({j['how']} share), {j['speedup']:.2f}x its GPU-proportional speed")
+    elif j["state"] == "PENDING":
+        out.append(f"  not planned this round: {j['note'] or 'waiting for resources'}")
+    if j["note"]:
+        out.append(f"  last round: {j['note']}")
+    for a in store.actions_for(job_id, limit=5):
+        when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
+        out.append(f"  {when} round {a['round']}: {a['action']} {_shape(a['before'])} -> "
+                   f"{_shape(a['after'])} ({a['reason']}) [{a['result']}]")
+    return out
+
+
+def _shape(recorded: str | None) -> str:
+    """An action's recorded shape (JSON) as ``12c/125000MB``."""
+    try:
+        d = json.loads(recorded or "null")
+    except ValueError:
+        return "?"
+    if not isinstance(d, dict):
+        return "-"
+    return f"{d.get('cpus_per_gpu')}c/{d.get('mem_per_gpu_mb')}MB"
