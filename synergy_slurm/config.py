@@ -295,9 +295,9 @@ def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
                             f"(expected {type(default).__name__})")
             continue
         kwargs[key] = val
-    if problems:
-        return None, problems
-    return _make(cls, kwargs)
+    section, more = _make(cls, kwargs)
+    problems += more
+    return (None if problems else section), problems
 
 
 def _make(cls: type, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:

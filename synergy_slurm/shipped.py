@@ -1,4 +1,5 @@
-"""Files shipped beside the Python package: the Lua hook and the job templates.
+"""Files shipped with the package: the Lua hook and the job templates beside it, the
+paper's per-model profiles inside it (package data).
 
 In a source checkout (or an editable install) they are in the repository; a regular
 ``pip install`` puts them under ``<prefix>/share/synergy-slurm/`` (pyproject's data-files).
@@ -26,3 +27,6 @@ def shipped_file(relative: str) -> Path:
 
 
 HOOK_LUA = "job_submit_hook/job_submit.lua"
+# The reference profiles (model_profiles.json shape), as package data: `simulate`, `plan`
+# and the demo work from a plain pip install.
+SHIPPED_PROFILES = Path(__file__).resolve().parent / "data" / "model_profiles.json"

@@ -21,7 +21,13 @@ def test_defaults_and_values(tmp_path):
     ({"controler": {}}, "unknown section \\[controler\\]"),
     ({"controller": {"intervall_s": 3}}, "unknown key 'intervall_s'"),
     ({"controller": {"interval_s": "fast"}}, "interval_s = 'fast' has the wrong type"),
-    ({"controller": {"mode": "yolo"}}, "mode must be one of"),
+    ({"controller": {"mode": "yolo"}}, "\\[controller\\] mode = 'yolo': must be one of"),
+    ({"controller": {"policy": "bogus"}}, "policy = 'bogus': must be one of fifo"),
+    ({"controller": {"allocator": "nope"}}, "allocator = 'nope': must be one of"),
+    ({"controller": {"metrics_port": 99999}}, "metrics_port = 99999: must be <= 65535"),
+    ({"controller": {"requeue_budget": -1}}, "requeue_budget = -1: must be >= 0"),
+    ({"profiling": {"budget_s": -5}}, "budget_s = -5.0: must be >= 10"),
+    ({"hook": {"partitions": ["gpu", "a b"]}}, "bad partition name 'a b'"),
     ({"hook": {"hold_known": "yes"}}, "hold_known = 'yes' has the wrong type"),
     ({"hook": {"partitions": "gpu"}}, "partitions = 'gpu' has the wrong type"),
 ])
@@ -58,3 +64,27 @@ def test_the_documented_example_is_every_key_at_its_default():
         assert set(doc[name]) == keys, name
         for key in keys:
             assert f"| `{key}` |" in guide, f"[{name}] {key} missing from admin-guide.md"
+
+
+def test_config_check_lists_every_problem_or_prints_the_effective_config(tmp_path):
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[controller]\npolicy = "bogus"\nallocator = "nope"\n'
+                   '[hook]\nmax_age_s = -1\ncolour = "red"\n')
+    res = CliRunner().invoke(main, ["config", "check", "--config", str(bad)])
+    assert res.exit_code == 2
+    errors = res.stderr.splitlines()
+    assert len(errors) == 4 and all(e.startswith(f"Error: {bad}: [") for e in errors)
+    good = tmp_path / "good.toml"
+    good.write_text('[controller]\nmode = "enforce"\n')
+    res = CliRunner().invoke(main, ["config", "check", "--config", str(good)])
+    assert res.exit_code == 0 and res.stderr == ""
+    assert 'mode = "enforce"' in res.stdout and 'allocator = "tune"' in res.stdout
+    # What it prints is a config that loads to the same values.
+    again = tmp_path / "again.toml"
+    again.write_text(res.stdout)
+    assert load_config(again) == load_config(good).__class__(
+        **{**load_config(good).__dict__, "path": str(again)})

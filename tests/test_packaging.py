@@ -24,7 +24,15 @@ def test_the_wheel_ships_the_hook_and_the_templates(tmp_path):
         REPO / "sbatch_templates" / "train_pytorch.py"]}
     assert shipped <= data, shipped - data
     assert "profiler/harness.py" in names and "synergy_slurm/cli/main.py" in names
+    # The reference profiles are package data: simulate, plan and the demo need no checkout.
+    assert "synergy_slurm/data/model_profiles.json" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     points = zipfile.ZipFile(wheel).read(entry).decode()
     assert "synergy = synergy_slurm.cli.main:main" in points
     assert "synergy-sbatch = synergy_slurm.cli.sbatch_cmd:main" in points
+
+
+def test_the_shipped_profiles_are_the_reference_profiles(reference_dir):
+    from synergy_slurm.shipped import SHIPPED_PROFILES
+
+    assert SHIPPED_PROFILES.read_bytes() == (reference_dir / "model_profiles.json").read_bytes()

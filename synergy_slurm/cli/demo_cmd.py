@@ -22,6 +22,7 @@ from ..slurm import devcluster
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.devconf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
 from .devcluster_cmd import spec_of
+from .errors import BadInput, Failed
 from .options import default_profiles_path, profiles_option_value
 
 
@@ -60,16 +61,16 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     job time per kind. Needs root; about 6 minutes with the defaults.
     """
     if os.geteuid() != 0:
-        raise click.ClickException("the demo starts slurmctld and slurmd: run it as root")
+        raise Failed("the demo starts slurmctld and slurmd: run it as root")
     path = profiles_path or default_profiles_path()
     profiles = profiles_option_value(path)
     missing = sorted({m for ms in KINDS.values() for m in ms} - set(profiles))
     if missing:
-        raise click.ClickException(f"{path} lacks the demo's models: {', '.join(missing)}")
+        raise BadInput(f"{path} lacks the demo's models: {', '.join(missing)}")
     sbatch_exe = shutil.which("synergy-sbatch", path=str(Path(sys.executable).parent)) or \
         shutil.which("synergy-sbatch")
     if sbatch_exe is None:
-        raise click.ClickException("synergy-sbatch is not installed beside this synergy")
+        raise Failed("synergy-sbatch is not installed beside this synergy")
     state_dir = state_dir.resolve()
     spec = spec_of(state_dir / "cluster", port=port, hook=True)
     say = click.echo if fmt == "text" else (lambda *a, **k: None)
@@ -78,7 +79,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         devcluster.down(spec)
         up_s = devcluster.up(spec, timeout_s=120)
     except devcluster.DevClusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise Failed(str(exc)) from None
     say(f"[demo] 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
         f"export SLURM_CONF={spec.conf_path} to look around")
     cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
@@ -100,7 +101,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
             results.append(_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair,
                                   work, sbatch_exe, status_every, say))
     except (SlurmError, RuntimeError, TimeoutError) as exc:
-        raise click.ClickException(f"demo failed: {exc}") from None
+        raise Failed(f"demo failed: {exc}") from None
     finally:
         if not keep:
             devcluster.down(spec)

@@ -10,6 +10,7 @@ import click
 
 from ..slurm import devcluster
 from ..slurm.devconf import DevClusterSpec
+from .errors import BadInput, Failed
 
 DIR_OPTION = click.option(
     "--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -54,7 +55,7 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, no_install: bool,
     try:
         seconds = devcluster.up(spec, install=not no_install, timeout_s=timeout)
     except devcluster.DevClusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise Failed(str(exc)) from None
     click.echo(f"{nodes} nodes idle after {seconds:.2f} s "
                f"({nodes * 8} GPUs); state in {spec.state_dir}", err=True)
     click.echo(f"export SLURM_CONF={spec.conf_path}")
@@ -114,5 +115,5 @@ def down_cmd(state_dir: Path) -> None:
     try:
         ended = devcluster.down(spec)
     except devcluster.DevClusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadInput(str(exc)) from None
     click.echo("stopped: " + (", ".join(ended) if ended else "nothing was running"), err=True)

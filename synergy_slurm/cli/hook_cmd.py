@@ -13,12 +13,13 @@ import click
 from ..core import ProfileError, load_profiles
 from ..hook.explain import explain
 from ..hook.export import build_table, table_path
-from ..hook.sbatch_args import SbatchArgError, submission_from_args
+from ..hook.sbatch_args import SbatchArgError
 from ..hook.table import DISABLE_NAME, TableError, parse_table
 from ..shipped import HOOK_LUA, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
+from .errors import BadInput, Failed, writable_file
 from .options import config_or_exit, default_profiles_path
 
 CONFIG_OPTION = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -40,27 +41,21 @@ def hook() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
 def explain_cmd(config_path, table_file, uid, fmt, sbatch_args) -> None:
-    """Print what the hook would do to a job submitted with these sbatch options.
+    """Print what the hook (and the controller) would do with a job submitted with these
+    sbatch options and script: the script's #SBATCH lines count, as for sbatch, and
+    synergy-sbatch --explain gives the same answer. Submits nothing.
 
     \b
-      synergy hook explain --format json -- --gpus=2 --comment synergy:profile=res18
+      synergy hook explain -- --gpus=2 --comment synergy:profile=res18 train.sh
+      synergy hook explain --format json -- --array=0-9 --gpus=1 train.sh
     """
     cfg = config_or_exit(config_path)
-    path = table_file or table_path(cfg.hook)
     try:
-        sub = submission_from_args(sbatch_args, uid=os.getuid() if uid is None else uid)
+        info = explain(cfg, list(sbatch_args), os.getuid() if uid is None else uid,
+                       time.time(), table_file)
     except SbatchArgError as exc:
         raise click.BadParameter(str(exc)) from None
-    d = explain(path, sub, time.time())
-    if fmt == "json":
-        click.echo(json.dumps(d.as_dict()))
-        return
-    click.echo(f"managed: {'yes' if d.managed else 'no'} ({d.reason})")
-    if d.managed:
-        click.echo(f"cores/GPU: {d.cpus_per_gpu or 'as submitted (Slurm default)'}")
-        mem = f"{d.mem_per_gpu_mb} MB" if d.mem_per_gpu_mb else "as submitted"
-        click.echo(f"memory/GPU: {mem}")
-        click.echo(f"held until the controller shapes it: {'yes' if d.hold else 'no'}")
+    click.echo(json.dumps(info.as_dict()) if fmt == "json" else "\n".join(info.lines()))
 
 
 @hook.command("export")
@@ -75,29 +70,29 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
     """Write the hook table (atomically). The controller does this every round; run it by
     hand to try the hook without the controller (the table expires after max_age_s)."""
     cfg = config_or_exit(config_path)
+    dest = writable_file(out or table_path(cfg.hook), "--out" if out else "[hook] dir")
     ppath = profiles_path or (Path(cfg.profiles.file) if cfg.profiles.file else None) \
         or default_profiles_path()
     try:
-        profiles = load_profiles(ppath) if ppath else {}
+        profiles = load_profiles(ppath)
     except ProfileError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadInput(str(exc)) from None
     if None in (node_cpus, node_mem_mb, node_gpus):
         try:
             snap = SlurmReader(SlurmCLI(cfg.slurm.conf or None)).snapshot()
         except SlurmError as exc:
-            raise click.ClickException(f"cannot read node sizes from Slurm ({exc}); "
-                                       "give --node-cpus/--node-mem-mb/--node-gpus") from None
+            raise Failed(f"cannot read node sizes from Slurm ({exc}); "
+                         "give --node-cpus/--node-mem-mb/--node-gpus") from None
         nodes = [n for n in snap.nodes if n.gpus and set(n.partitions) & set(cfg.hook.partitions)]
         if not nodes:
-            raise click.ClickException("no GPU nodes in the managed partitions")
+            raise Failed("no GPU nodes in the managed partitions")
         node_cpus = node_cpus or min(n.cpus for n in nodes)
         node_mem_mb = node_mem_mb or min(n.mem_mb for n in nodes)
         node_gpus = node_gpus or min(n.gpus for n in nodes)
     try:
         table = build_table(cfg.hook, profiles, node_cpus, node_mem_mb, node_gpus)
     except TableError as exc:
-        raise click.ClickException(str(exc)) from None
-    dest = out or table_path(cfg.hook)
+        raise BadInput(str(exc)) from None
     table.write(dest)
     click.echo(f"wrote {dest}: {len(table.profiles)} profiles, partitions "
                f"{','.join(table.partitions)}, valid for {table.max_age_s} s")
@@ -113,7 +108,7 @@ def install_cmd(conf_dir: Path, write: bool) -> None:
     slurm.conf line to add. Then `scontrol reconfigure` loads it."""
     dest = conf_dir / "job_submit.lua"
     if write:
-        conf_dir.mkdir(parents=True, exist_ok=True)
+        writable_file(dest, "--conf-dir")
         tmp = dest.with_suffix(".lua.new")
         shutil.copyfile(shipped_file(HOOK_LUA), tmp)
         tmp.chmod(0o644)
@@ -150,9 +145,8 @@ def failsafe_cmd(config_path, dry_run: bool) -> None:
     try:
         snap = SlurmReader(cli).snapshot()
     except SlurmError as exc:
-        raise click.ClickException(str(exc)) from None
-    held = [j for j in snap.jobs if j.pending and j.priority == 0
-            and "synergy.held=1" in j.admin_comment]
+        raise Failed(str(exc)) from None
+    held = [j for j in snap.jobs if j.held_by_synergy]
     writer = SlurmWriter(cli, enforce=not dry_run)
     for job in held:
         if dry_run:

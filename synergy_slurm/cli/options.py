@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..shipped import SHIPPED_PROFILES
 from .errors import BadInput
 
 
@@ -22,13 +23,11 @@ def csv_list(value: str, choices: tuple[str, ...] | None = None, what: str = "va
     return items
 
 
-def default_profiles_path() -> Path | None:
-    """$SYNERGY_PROFILES, else the reference profiles beside a development checkout."""
+def default_profiles_path() -> Path:
+    """$SYNERGY_PROFILES, else the paper's per-model profiles shipped with the package
+    (synergy_slurm/data/model_profiles.json, the same as shared/reference's)."""
     env = os.environ.get("SYNERGY_PROFILES")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parents[3] / "shared" / "reference" / "model_profiles.json"
-    return here if here.exists() else None
+    return Path(env) if env else SHIPPED_PROFILES
 
 
 def profiles_option_value(path: Path | None) -> dict:
@@ -36,8 +35,6 @@ def profiles_option_value(path: Path | None) -> dict:
     from ..core import ProfileError, load_profiles
 
     chosen = path or default_profiles_path()
-    if chosen is None:
-        raise click.UsageError("no profiles: pass --profiles FILE or set SYNERGY_PROFILES")
     try:
         return load_profiles(chosen)
     except ProfileError as exc:
@@ -52,3 +49,10 @@ def config_or_exit(path: str | None):
         return load_config(path)
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
+
+
+def check_server(gpus_per_server: int, cpus_per_server: int) -> None:
+    """A server needs at least a core per GPU (else the proportional share is 0 cores)."""
+    if cpus_per_server < gpus_per_server:
+        raise click.BadParameter(f"{cpus_per_server} cores for {gpus_per_server} GPUs: give "
+                                 "at least one core per GPU", param_hint="--cpus-per-server")

@@ -17,7 +17,7 @@ from ..core import (
     make_plan,
 )
 from ..sim.jobsets import full_cluster_jobs
-from .options import csv_list, profiles_option_value
+from .options import check_server, csv_list, profiles_option_value
 
 
 @click.command("plan")
@@ -53,11 +53,15 @@ def plan_cmd(servers, gpus_per_server, cpus_per_server, mem_per_server, policy, 
         pol = get_policy(policy)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--policy") from None
+    check_server(gpus_per_server, cpus_per_server)
     try:
         sizes = [int(x) for x in csv_list(gpu_sizes, what="GPU count")]
         mix = None if split.strip().lower() == "uniform" else [float(x) for x in split.split(",")]
     except ValueError:
         raise click.BadParameter("expected comma-separated numbers") from None
+    if min(sizes) < 1 or max(sizes) > servers * gpus_per_server:
+        raise click.BadParameter(f"GPU counts must be 1..{servers * gpus_per_server} (the "
+                                 "cluster's GPUs)", param_hint="--gpu-sizes")
     if mix is not None and (len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0):
         raise click.BadParameter("give three non-negative percentages", param_hint="--split")
     profiles = profiles_option_value(profiles_path)

@@ -18,7 +18,7 @@ from profiler.gpu import gpu_probe
 from profiler.harness import PointConfig, measure
 from profiler.search import SearchError, optimistic_search
 
-from ..core import ProfileError, profiles_to_doc
+from ..core import ProfileError, profiles_from_doc, profiles_to_doc
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.store import KEY_RE, RESULT_META, ProfileStore
@@ -219,9 +219,10 @@ def import_cmd(config_path, store_path, file: Path) -> None:
     except ValueError as exc:
         raise BadInput(f"{file}: not JSON ({exc})") from None
     try:
-        keys = _store(config_path, store_path).import_doc(doc)
+        profiles_from_doc(doc)   # a bad file is rejected before the store is touched
     except (ProfileError, ValueError) as exc:
         raise BadInput(f"{file}: {exc}") from None
+    keys = _store(config_path, store_path).import_doc(doc)
     click.echo(f"imported {len(keys)} profiles: {', '.join(keys)}")
 
 
@@ -269,7 +270,7 @@ def show_cmd(config_path, store_path, key, fmt) -> None:
 def list_cmd(config_path, store_path) -> None:
     """The keys in the store (none, and a note, when there is no store yet)."""
     path = _store_path(config_path, store_path)
-    if not path.exists():
+    if not path.exists() and not store_path:
         click.echo(f"no profile store at {path} yet (synergy profile import/run fill it)",
                    err=True)
         return

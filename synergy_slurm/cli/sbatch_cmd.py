@@ -29,19 +29,15 @@ from collections.abc import Sequence
 
 import click
 
-from ..hook.explain import explain
-from ..hook.export import table_path
-from ..hook.rules import PROFILE_TOKEN
+from ..hook.explain import explain, read_script
 from ..hook.sbatch_args import (
     SbatchArgError,
     script_directives,
     script_index,
-    submission_from_args,
 )
-from ..hook.table import TableError, parse_table
 from ..profiles.store import KEY_RE
 from ..templates import TemplateError, available, find, parse_template, parse_vars
-from .errors import Boundary
+from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
@@ -185,11 +181,15 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         raise click.UsageError("--requeue-ok conflicts with --no-requeue")
     size = dataset_gb(dataset_size) if dataset_size is not None else None
     sbatch = shutil.which("sbatch") or "sbatch"
-    directives = script_directives(script_text or _script_text(args))
+    if script_text is None:
+        i = script_index(args)
+        if i is not None and not os.path.isfile(args[i]):
+            raise BadInput(f"{args[i]}: no such batch script")
+    directives = script_directives(script_text or read_script_of(args))
     argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy,
                       split_comment(directives)[1])
     if explain:
-        click.echo(_explain(directives, argv[1:], config_path, fmt))
+        click.echo(_explain(argv[1:], script_text, config_path, fmt))
         return
     if dry_run:
         click.echo(shlex.join(argv) + (f" < (template {template_name})" if script_text else ""))
@@ -200,21 +200,14 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         proc = subprocess.run(argv, input=script_text, text=script_text is not None,
                               check=False)
     except FileNotFoundError:
-        raise click.ClickException("sbatch not found") from None
+        raise Failed("sbatch not found") from None
     sys.exit(proc.returncode)
 
 
-def _script_text(args: Sequence[str]) -> str:
-    """The batch script named on the command line, for its #SBATCH lines ('' when there is
-    none or it cannot be read: sbatch will say so when it is submitted)."""
+def read_script_of(args: Sequence[str]) -> str:
+    """The text of the batch script named on the command line ('' when there is none)."""
     i = script_index(args)
-    if i is None or not os.path.isfile(args[i]):     # a FIFO would block the reader
-        return ""
-    try:
-        with open(args[i], encoding="utf-8", errors="replace") as fh:
-            return fh.read(1 << 20)
-    except OSError:
-        return ""
+    return read_script(args[i]) if i is not None else ""
 
 
 def _list_templates(template_dir) -> str:
@@ -235,64 +228,14 @@ def _list_templates(template_dir) -> str:
     return "\n".join(lines)
 
 
-def _explain(directives: list[str], sbatch_args: list[str], config_path, fmt: str) -> str:
-    """What the hook and the controller would make of the job: the script's #SBATCH
-    options, then the command line's up to the script (its own arguments are not sbatch's)."""
+def _explain(sbatch_args: list[str], script_text: str | None, config_path, fmt: str) -> str:
+    """What the hook and the controller would make of the job (hook/explain.py, the path
+    `synergy hook explain` takes too), and the sbatch command line."""
     cfg = config_or_exit(config_path)
-    end = script_index(sbatch_args)
     try:
-        sub = submission_from_args(directives + sbatch_args[:end], uid=os.getuid())
+        info = explain(cfg, sbatch_args, os.getuid(), time.time(), script_text=script_text)
     except SbatchArgError as exc:
         raise click.BadParameter(str(exc)) from None
-    hook = explain(table_path(cfg.hook), sub, time.time())
-    m = PROFILE_TOKEN.search(sub.comment)
-    info = {"hook": hook.as_dict(), "controller": _controller_view(cfg, m.group(1) if m else None),
-            "sbatch": sbatch_args}
     if fmt == "json":
-        return json.dumps(info)
-    lines = [f"hook: {'manages' if hook.managed else 'passes'} this job ({hook.reason})"]
-    if hook.cpus_per_gpu:
-        lines.append(f"  cores/GPU {hook.cpus_per_gpu}, memory/GPU {hook.mem_per_gpu_mb} MB")
-    if hook.hold:
-        lines.append("  held until the controller's next round shapes and releases it")
-    ctl = info["controller"]
-    if ctl["profile_known"]:
-        lines.append(f"controller: profile {ctl['profile_key']}: ideal "
-                     f"{ctl['ideal_cpus_per_gpu']} cores/GPU, {ctl['ideal_mem_gb_per_gpu']:g} "
-                     f"GB/GPU, {ctl['speedup_at_ideal']:.2f}x over proportional when it fits")
-    else:
-        lines.append("controller: no known profile: GPU-proportional share")
-    lines.append("sbatch " + shlex.join(sbatch_args))
-    return "\n".join(lines)
-
-
-def _controller_view(cfg, key: str | None) -> dict:
-    """What the controller knows of the job's profile (file and store), without Slurm."""
-    from pathlib import Path
-
-    from ..core import PerGpu, ProfileError, load_profiles
-    from ..profiles.store import ProfileStore
-
-    profiles = {}
-    try:
-        if cfg.profiles.file:
-            profiles.update(load_profiles(cfg.profiles.file))
-        if Path(cfg.profiles.store).exists():
-            profiles.update(ProfileStore(cfg.profiles.store).all())
-    except (OSError, ProfileError, ValueError):
-        pass
-    prof = profiles.get(key) if key else None
-    if prof is None or prof.ideal is None:
-        return {"profile_key": key, "profile_known": False, "ideal_cpus_per_gpu": None,
-                "ideal_mem_gb_per_gpu": None, "speedup_at_ideal": None}
-    # The proportional share: per GPU of the managed nodes as the hook table records them,
-    # else the paper's servers (3 cores, 62.5 GB per GPU).
-    fair = PerGpu(3, 62.5)
-    try:
-        t = parse_table(table_path(cfg.hook).read_text())
-        fair = PerGpu(t.node_cpus // t.node_gpus, t.node_mem_mb / t.node_gpus / 1000)
-    except (OSError, TableError):
-        pass
-    return {"profile_key": key, "profile_known": True, "ideal_cpus_per_gpu": prof.ideal.cpus,
-            "ideal_mem_gb_per_gpu": prof.ideal.mem_gb,
-            "speedup_at_ideal": round(prof.speedup(prof.ideal, fair), 3)}
+        return json.dumps(info.as_dict())
+    return "\n".join([*info.lines(), "sbatch " + shlex.join(sbatch_args)])

@@ -16,7 +16,8 @@ from ..sim.metrics import summary_row
 from ..sim.report import write_results
 from ..sim.runner import Run, Workload, plan_runs, run_all
 from ..sim.trace import TraceError, read_trace, write_trace
-from .options import csv_list, profiles_option_value
+from .errors import BadInput, writable_dir, writable_file
+from .options import check_server, csv_list, profiles_option_value
 
 COLUMNS = ("policy", "allocator", "load", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h",
            "p999_jct_h", "makespan_h", "wall_s")
@@ -110,6 +111,12 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     """
     if bool(trace_path) == bool(generate):
         raise click.UsageError("give exactly one of --trace CSV or --generate philly")
+    check_server(gpus_per_server, cpus_per_server)
+    # Where results go is checked before a simulation that may run for minutes.
+    if out is not None:
+        writable_dir(out)
+    if record_trace is not None:
+        writable_file(record_trace, "--record-trace")
     pols = csv_list(policies, tuple(POLICIES), "policy")
     allocs = csv_list(allocators, ALLOCATOR_NAMES, "allocator")
     profiles = profiles_option_value(profiles_path)
@@ -124,7 +131,7 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         try:
             workload = Workload(jobs=tuple(read_trace(trace_path, profiles)), static=static)
         except TraceError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise BadInput(str(exc)) from None
         load_list: list[float | None] = [None]
     else:
         mix = _numbers(split, "percentage")
@@ -142,7 +149,7 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                             static=static, count=count)
     cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server, mem_per_server)
     if any(g > cluster.total.gpus for g in _gpu_counts(workload)):
-        raise click.ClickException("the trace has jobs larger than the cluster")
+        raise BadInput("the trace has jobs larger than the cluster")
     try:
         base = SimConfig(cluster, round_s=round_seconds, restart_cost_s=restart_cost,
                          reference_speedups=reference_speedups, window=win,

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 
 from synergy_slurm.cli.sbatch_cmd import build_argv, dataset_gb, main
 from synergy_slurm.hook.sbatch_args import script_index
+from synergy_slurm.hook.table import TABLE_NAME, HookTable
 
 from ..slurm.helpers import cancel_all, wait_for
 
@@ -56,7 +58,9 @@ def test_only_sbatch_comments_are_merged(tmp_path):
     assert "'--comment=team vision synergy:profile=res18'" in res.output
 
 
-def test_options_after_the_script_are_the_scripts():
+def test_options_after_the_script_are_the_scripts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.sh").write_text("#!/bin/sh\ntrue\n")
     res = CliRunner().invoke(main, ["--dry-run", "-o", "out", "--requeue-ok", "train.sh",
                                     "--profile-key", "x", "--dry-run", "--no-synergy"])
     assert res.exit_code == 0, res.output
@@ -72,13 +76,17 @@ def test_options_after_the_script_are_the_scripts():
     (["--no-synergy", "--profile-key", "res18", "job.sh"], "cannot be combined"),
     (["--requeue-ok", "--no-requeue", "job.sh"], "conflicts with --no-requeue"),
 ])
-def test_bad_options_fail_before_submitting(args, message, monkeypatch):
+def test_bad_options_fail_before_submitting(args, message, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sh").write_text("#!/bin/sh\ntrue\n")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("submitted"))
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2 and message in res.output
 
 
-def test_dry_run_prints_the_command_line():
+def test_dry_run_prints_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "j.sh").write_text("#!/bin/sh\ntrue\n")
     res = CliRunner().invoke(main, ["--dry-run", "--profile-key", "res18", "--gpus=1", "j.sh"])
     assert res.exit_code == 0
     assert res.output.strip().endswith("sbatch --comment=synergy:profile=res18 --gpus=1 j.sh")
@@ -144,16 +152,28 @@ def test_an_unprivileged_user_submits_as_themself(slurm_cluster, slurm_cli):
         cancel_all(slurm_cli)
 
 
-def test_explain_json_has_the_hook_and_controller_views(tmp_path, reference_dir):
+def test_explain_json_has_the_hook_and_controller_views(tmp_path, reference_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "synergy.toml"
     cfg.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\n'
                    f'file = "{reference_dir / "model_profiles.json"}"\n'
                    f'store = "{tmp_path / "none.db"}"\n')
-    res = CliRunner().invoke(main, ["--explain", "--format", "json", "--config", str(cfg),
-                                    "--profile-key", "alexnet", "--gpus=1", "job.sh"])
+    args = ["--explain", "--format", "json", "--config", str(cfg), "--profile-key", "alexnet",
+            "--gpus=1", "job.sh"]
+    (tmp_path / "job.sh").write_text("#!/bin/sh\ntrue\n")
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     info = json.loads(res.output)
     assert info["hook"]["managed"] is False and "no hook table" in info["hook"]["reason"]
     assert info["controller"]["profile_known"] is True
     assert info["controller"]["ideal_cpus_per_gpu"] == 12
+    # Without a table the proportional share is unknown here: no made-up speedup, and a
+    # note says how to get a table.
+    assert info["controller"]["speedup_at_ideal"] is None
+    assert any("synergy hook export" in n for n in info["notes"])
+    assert not (tmp_path / "none.db").exists()      # explain creates nothing
+    HookTable(generated_at=int(time.time()), node_cpus=24, node_mem_mb=500000,
+              node_gpus=8).write(tmp_path / TABLE_NAME)
+    info = json.loads(CliRunner().invoke(main, args).output)
     assert info["controller"]["speedup_at_ideal"] == pytest.approx(2.94)
+    assert info["hook"]["managed"] is True and info["notes"] == []

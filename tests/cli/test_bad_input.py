@@ -1,0 +1,137 @@
+"""Every command and subcommand, given bad input: one line on stderr ("Error: ..."), no
+traceback, exit 2 (bad input, as `synergy --help` documents), and nothing created.
+
+The inputs tried are the table below; a test checks that it covers every command, so a new
+command cannot be added without its bad inputs. Nothing here needs Slurm: each case fails
+before a Slurm command would run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli import sbatch_cmd
+from synergy_slurm.cli.main import main
+
+# (command path, arguments). {tmp}: an empty directory, the working directory of the run;
+# {bad_toml}, {not_db}, {not_json}, {not_profiles}, {script}: files made there first.
+CASES: list[tuple[str, list[str]]] = [
+    ("plan", ["--gpu-sizes", "0"]),
+    ("plan", ["--gpu-sizes", "x"]),
+    ("plan", ["--cpus-per-server", "1"]),
+    ("plan", ["--policy", "bogus"]),
+    ("plan", ["--allocator", "nope"]),
+    ("plan", ["--split", "1,2"]),
+    ("plan", ["--profiles", "{tmp}/missing.json"]),
+    ("plan", ["--profiles", "{not_json}"]),
+    ("simulate", ["--trace", "{tmp}/missing.csv"]),
+    ("simulate", ["--generate", "philly", "--out", "/proc/nope"]),
+    ("simulate", ["--generate", "philly", "--record-trace", "/proc/x/y.csv"]),
+    ("simulate", ["--generate", "philly", "--cpus-per-server", "2"]),
+    ("simulate", ["--generate", "philly", "--window", "9,1"]),
+    ("simulate", ["--trace", "{not_json}", "--servers", "4"]),
+    ("dev-cluster up", ["--nodes", "0"]),
+    ("dev-cluster config", ["--dir", "/proc/x/cluster"]),
+    ("dev-cluster status", ["--format", "yaml"]),
+    ("dev-cluster down", ["--dir", "{not_profiles_dir}"]),
+    ("hook explain", ["--config", "{bad_toml}", "--", "--gpus=1", "job.sh"]),
+    ("hook explain", ["--", "--gpus=x", "job.sh"]),
+    ("hook export", ["--config", "{bad_toml}"]),
+    ("hook export", ["--out", "/proc/x/t", "--node-cpus", "1", "--node-mem-mb", "1",
+                     "--node-gpus", "1"]),
+    ("hook export", ["--profiles", "{not_profiles}", "--out", "{tmp}/t", "--node-cpus", "1",
+                     "--node-mem-mb", "1", "--node-gpus", "1"]),
+    ("hook install", ["--conf-dir", "/proc/x", "--write"]),
+    ("hook failsafe", ["--config", "{tmp}/missing.toml"]),
+    ("controller run", ["--config", "{bad_toml}", "--once"]),
+    ("controller run", ["--mode", "bogus"]),
+    ("status", ["--config", "{bad_toml}"]),
+    ("status", ["--job", "0"]),
+    ("profile run", ["--key", "bad key!", "--", "true"]),
+    ("profile run", ["--key", "k", "--out", "/proc/x/y.json", "--", "true"]),
+    ("profile run", ["--key", "k", "--store", "{not_db}", "--", "true"]),
+    ("profile import", ["--store", "{tmp}/s.db", "{tmp}/missing.json"]),
+    ("profile import", ["--store", "{tmp}/s.db", "{not_json}"]),
+    ("profile import", ["--store", "{tmp}/s.db", "{not_profiles}"]),
+    ("profile export", ["--store", "{tmp}/missing.db"]),
+    ("profile export", ["--store", "{not_db}"]),
+    ("profile export", ["--store", "{tmp}/missing.db", "--out", "/proc/x/y.json"]),
+    ("profile show", ["--store", "{tmp}/missing.db", "k"]),
+    ("profile show", ["--store", "{not_db}", "k"]),
+    ("profile list", ["--store", "{not_db}"]),
+    ("profile list", ["--store", "{tmp}/typo/dir/x.db"]),
+    ("demo", ["--profiles", "{tmp}/missing.json"]),
+    ("demo", ["--jobs", "1"]),
+    ("config check", ["--config", "{bad_toml}"]),
+    ("config check", ["--config", "{tmp}/missing.toml"]),
+    ("nosuch", []),
+    ("synergy-sbatch", ["--profile-key", "bad key!", "{script}"]),
+    ("synergy-sbatch", ["--dry-run", "/nonexistent.sh"]),
+    ("synergy-sbatch", ["--template", "nosuch"]),
+    ("synergy-sbatch", ["--var", "A=1", "{script}"]),
+    ("synergy-sbatch", ["--explain", "--config", "{bad_toml}", "{script}"]),
+]
+
+
+def leaf_commands(group: click.Group, prefix: str = "") -> set[str]:
+    out = set()
+    for name, cmd in group.commands.items():
+        path = f"{prefix}{name}"
+        if isinstance(cmd, click.Group):
+            out |= leaf_commands(cmd, path + " ")
+        else:
+            out.add(path)
+    return out
+
+
+def test_the_cases_cover_every_command():
+    covered = {path for path, _ in CASES}
+    assert leaf_commands(main) | {"synergy-sbatch"} <= covered
+
+
+def files(tmp: Path) -> dict[str, str]:
+    (tmp / "bad.toml").write_text('[controller]\npolicy = "bogus"\n')
+    (tmp / "not.db").write_text("this is not a database\n" * 100)
+    (tmp / "not.json").write_text("{not json")
+    (tmp / "not_profiles.json").write_text('{"models": 3}')
+    (tmp / "job.sh").write_text("#!/bin/sh\ntrue\n")
+    plain = tmp / "plain_dir"
+    plain.mkdir()
+    (plain / "keep").write_text("not a dev cluster")
+    return {"tmp": str(tmp), "bad_toml": str(tmp / "bad.toml"), "not_db": str(tmp / "not.db"),
+            "not_json": str(tmp / "not.json"),
+            "not_profiles": str(tmp / "not_profiles.json"),
+            "not_profiles_dir": str(plain), "script": str(tmp / "job.sh")}
+
+
+def tree(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("path, args", CASES, ids=[f"{p} {' '.join(a)}" for p, a in CASES])
+def test_bad_input_is_one_line_exit_2_and_creates_nothing(path, args, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    names = files(work)
+    monkeypatch.chdir(work)
+    # Nothing may run Slurm or write the real /etc/slurm.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    argv = [a.format(**names) for a in args]
+    before = tree(work)
+    if path == "synergy-sbatch":
+        res = CliRunner().invoke(sbatch_cmd.main, argv)
+    else:
+        res = CliRunner().invoke(main, [*path.split(), *argv])
+    assert res.exit_code == 2, (res.exit_code, res.stdout, res.stderr, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert tree(work) == before
+    assert not Path("/proc/nope").exists() and not (work / "typo").exists()
+    assert not os.path.exists(f"{work}/missing.db")
