@@ -58,7 +58,8 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     model, and language models that need neither. First with plain Slurm's
     GPU-proportional shares, then with the controller (FIFO + TUNE) shaping every job.
     Prints progress and `synergy status` while it runs, then both makespans and the mean
-    job time per kind. Needs root; about 6 minutes with the defaults.
+    job time per kind. Needs root; about 7 minutes with the defaults (two phases of
+    about 3.5 minutes each on a 2-core machine).
     """
     if os.geteuid() != 0:
         raise Failed("the demo starts slurmctld and slurmd: run it as root")

@@ -128,7 +128,7 @@ def install_cmd(conf_dir: Path, write: bool) -> None:
 def failsafe_cmd(config_path, dry_run: bool) -> None:
     """Release jobs the hook held if the table is stale or missing (controller down).
 
-    Run it from a timer (docs/synergy-failsafe.timer) so that no job stays held because
+    Run it from a timer (docs/systemd/synergy-failsafe.timer) so that no job stays held because
     the controller stopped. Does nothing while the table is fresh.
     """
     cfg = config_or_exit(config_path)

@@ -42,8 +42,10 @@ def option_sets(n: int, seed: int = 1, typed: bool = True, partitions=("gpu", "c
         if rng.random() < 0.3:
             opts.append(f"--partition={rng.choice(partitions)}")
         shape = rng.random()
-        if shape < 0.1:
-            opts.append(f"--nodes={rng.choice([1, 2, '2-4'])}")
+        # sbatch itself refuses fewer GPUs (or tasks) than nodes.
+        if shape < 0.1 and (kind in ("gpus-per-node", "gres", "none")
+                            or (kind == "gpus" and g >= 2)):
+            opts.append(f"--nodes={rng.choice([1, 2, '2-4'] if kind != 'gpus' else [1, 2])}")
         elif shape < 0.15:
             opts.append(f"--array=0-{rng.randint(1, 5)}")
         elif shape < 0.2:
