@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState
+from ..core.ledger import PLACEMENTS
 from ..sim.engine import SimConfig
 from ..sim.metrics import summary_row
 from ..sim.report import write_results
@@ -81,6 +82,11 @@ def _numbers(value: str, what: str) -> list[float]:
 @click.option("--requeue-interval", default=0.0, show_default=True,
               type=click.FloatRange(0), help="With --requeue-budget: seconds between "
               "restarts of one job.")
+@click.option("--placement", type=click.Choice(PLACEMENTS), default=None,
+              help="How a job's GPUs are chosen: 'fullest' (whole on the fullest server "
+              "where it fits, else spread) or 'first-free' (the reference simulator's: the "
+              "first free GPUs in index order). Default: each allocator's own (tune-ref: "
+              "first-free).")
 @click.option("--opt-time-limit", default=1.5, show_default=True, type=click.FloatRange(0.01),
               help="Seconds HiGHS may spend per round with --allocator opt.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
@@ -96,8 +102,8 @@ def _numbers(value: str, what: str) -> list[float]:
 def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, window, servers,
                  gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
                  profiles_path, static, round_seconds, restart_cost, reference_speedups,
-                 no_preempt, requeue_budget, requeue_interval, opt_time_limit, workers, fmt,
-                 out, record_trace, progress) -> None:
+                 no_preempt, requeue_budget, requeue_interval, placement, opt_time_limit,
+                 workers, fmt, out, record_trace, progress) -> None:
     """Simulate Synergy's rounds over a trace and compare schedulers.
 
     Every policy x allocator (x load) combination runs over the same trace through the
@@ -155,7 +161,7 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                          reference_speedups=reference_speedups, window=win,
                          opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
                          upgrade_budget=requeue_budget if no_preempt else 0,
-                         upgrade_interval_s=requeue_interval)
+                         upgrade_interval_s=requeue_interval, placement=placement)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)

@@ -14,6 +14,11 @@ from .job import JobSpec
 from .plan import Allocation, Plan
 from .resources import MEM_EPS, ClusterState, PerGpu, floor_div
 
+# How a job's GPUs are chosen. "fullest": whole on the server with the fewest free GPUs
+# where it fits, else spread over the fullest servers (packs, keeps servers whole for big
+# jobs). "first-free": the reference simulator's, the first free GPUs in index order.
+PLACEMENTS = ("fullest", "first-free")
+
 
 @dataclass
 class Held:
@@ -29,7 +34,11 @@ class Held:
 class Ledger:
     """Free GPUs/cores/memory per server, and the jobs placed so far in admission order."""
 
-    def __init__(self, cluster: ClusterState) -> None:
+    def __init__(self, cluster: ClusterState, placement: str = "fullest") -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {placement!r}; choose from "
+                             f"{', '.join(PLACEMENTS)}")
+        self.placement = placement
         self.cluster = cluster
         self.fair = cluster.fair
         self.names = [s.name for s in cluster.servers]
@@ -45,6 +54,13 @@ class Ledger:
 
     # -- queries ------------------------------------------------------------------------
     def find_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
+        """Where ``gpus`` GPUs at ``share`` go, by the ledger's placement rule; None if
+        they do not fit."""
+        if self.placement == "first-free":
+            return self.first_free_placement(gpus, share)
+        return self.fullest_placement(gpus, share)
+
+    def fullest_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
         """Whole on the server with the fewest free GPUs where it all fits, else spread GPU
         by GPU over the servers with the fewest free GPUs; None if it does not fit."""
         if gpus > self.free_gpus:
@@ -75,6 +91,24 @@ class Ledger:
                     return out
         return None
 
+    def first_free_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
+        """The reference's placement: the first free GPUs in server index order, each taken
+        while its server still has the share's cores and memory; never consolidated."""
+        if gpus > self.free_gpus:
+            return None
+        c, m = share.cpus, share.mem_gb
+        out: dict[int, int] = {}
+        left = gpus
+        for i in range(len(self.fg)):
+            k = min(self.fg[i], left, self.fc[i] // c if c > 0 else left,
+                    floor_div(self.fm[i], m) if m > 0 else left)
+            if k > 0:
+                out[i] = k
+                left -= k
+                if left == 0:
+                    return out
+        return None
+
     def servers_by_free_gpus(self, at_least: int = 1) -> list[int]:
         return [i for _, i in sorted((g, i) for i, g in enumerate(self.fg) if g >= at_least)]
 
@@ -93,6 +127,17 @@ class Ledger:
         dm = share.mem_gb - h.share.mem_gb
         return all(self.fc[i] >= n * dc and self.fm[i] + MEM_EPS >= n * dm
                    for i, n in h.placement.items())
+
+    def can_reshape_together(self, changes: list[tuple[int, Demand]]) -> bool:
+        """Whether :meth:`reshape_together` would leave every server within its capacity."""
+        dc: dict[int, int] = {}
+        dm: dict[int, float] = {}
+        for job_id, demand in changes:
+            h = self.held[job_id]
+            for i, n in h.placement.items():
+                dc[i] = dc.get(i, 0) + n * (demand.share.cpus - h.share.cpus)
+                dm[i] = dm.get(i, 0.0) + n * (demand.share.mem_gb - h.share.mem_gb)
+        return all(self.fc[i] >= dc[i] and self.fm[i] + MEM_EPS >= dm[i] for i in dc)
 
     def reshape(self, job_id: int, demand: Demand) -> None:
         self.reshape_together([(job_id, demand)])

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..core import ClusterState, JobSpec, PerGpu, Profile, get_allocator, get_policy
+from ..core import ClusterState, JobSpec, PerGpu, Profile, Server, get_allocator, get_policy
+from ..core.allocators.tune_ref import reference_speedup
 from ..core.plan import Allocation
 from ..core.upgrade import upgrades
 from .trace import TraceJob
@@ -42,6 +43,8 @@ class SimConfig:
     # controller's requeue), at most this many per round, each job at most every interval.
     upgrade_budget: int = 0
     upgrade_interval_s: float = 0.0
+    # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
+    placement: str | None = None
 
     def __post_init__(self) -> None:
         if self.round_s <= 0:
@@ -115,7 +118,7 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
     started = time.perf_counter()
     policy = get_policy(config.policy)
     opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
-    allocator = get_allocator(config.allocator, **opts)
+    allocator = get_allocator(config.allocator, config.placement, **opts)
     cluster = config.cluster
     fair = cluster.fair
     total = cluster.total
@@ -182,7 +185,8 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
             job.alloc = alloc
             if job.start is None:
                 job.start = now
-            eff = effective_iter_s(job, alloc, fair, config.reference_speedups)
+            eff = effective_iter_s(job, alloc, fair, config.reference_speedups,
+                                   cluster.servers)
             job.done += math.floor(avail / eff) if avail > 0 else 0
             job.attained_s += rnd
             if job.done >= job.trace.iterations:
@@ -228,15 +232,18 @@ def iter_seconds(profile: Profile) -> float:
     return profile.iter_time_s if profile.iter_time_s else 1.0
 
 
-def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool) -> float:
+def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool,
+                     servers: tuple[Server, ...] = ()) -> float:
     """Seconds per iteration with the allocated share.
 
     ``reference``: the reference simulator's rule, where a job runs at its ideal speedup
-    when it got at least its ideal share and at 1.0 (proportional) otherwise.
+    when it got at least its ideal share (or its demand cut to a server, at the speedup the
+    allocator estimated for it) and at 1.0 (proportional) otherwise.
     """
     prop_iter = job.iter_s / job.prop_tput
     if reference:
         ideal = job.profile.ideal
-        at_ideal = alloc.how == "ideal" or (ideal is not None and ideal.within(alloc.share))
-        return prop_iter / (alloc.speedup if at_ideal else 1.0)
+        at_ideal = alloc.how in ("ideal", "capped") or (
+            ideal is not None and ideal.within(alloc.share))
+        return prop_iter / (reference_speedup(job.spec(), fair, servers) if at_ideal else 1.0)
     return prop_iter / alloc.speedup

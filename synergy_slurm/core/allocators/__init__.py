@@ -1,33 +1,45 @@
 """Allocators: turn policy-ordered jobs into per-server shares."""
 
+from ..ledger import PLACEMENTS
 from .base import Allocator
 from .opt import OptAllocator
 from .simple import GreedyAllocator, ProportionalAllocator
 from .tune import TuneAllocator
+from .tune_ref import RefTuneAllocator
 
 ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "opt")
 
 
-def get_allocator(name: str, **opts: float) -> Allocator:
+def get_allocator(name: str, placement: str | None = None, **opts: float) -> Allocator:
     """An allocator by name: proportional, greedy, tune-ref, tune or opt.
 
     ``tune`` is TUNE with interpolation (the default: it measures better, see
-    benchmarks/core_round.py --opt-gap); ``tune-ref`` is the reference's TUNE, which only
-    ever gives a job its ideal share or proportional (used to reproduce the paper).
+    benchmarks/core_round.py --opt-gap); ``tune-ref`` is the reference's TUNE rule for rule
+    (tune_ref.py: used to reproduce the paper). ``placement`` (ledger.PLACEMENTS) overrides
+    how GPUs are chosen: each allocator's default is the one it measured best with
+    (tune-ref: the reference's "first-free").
     """
     key = name.lower()
+    alloc: Allocator
     if key == "proportional":
-        return ProportionalAllocator()
-    if key == "greedy":
-        return GreedyAllocator()
-    if key == "tune-ref":
-        return TuneAllocator(interpolate=False)
-    if key == "tune":
-        return TuneAllocator(interpolate=True)
-    if key == "opt":
-        return OptAllocator(**opts)
-    raise ValueError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATOR_NAMES)}")
+        alloc = ProportionalAllocator()
+    elif key == "greedy":
+        alloc = GreedyAllocator()
+    elif key == "tune-ref":
+        alloc = RefTuneAllocator()
+    elif key == "tune":
+        alloc = TuneAllocator(interpolate=True)
+    elif key == "opt":
+        alloc = OptAllocator(**opts)
+    else:
+        raise ValueError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATOR_NAMES)}")
+    if placement is not None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {placement!r}; choose from "
+                             f"{', '.join(PLACEMENTS)}")
+        alloc.placement = placement
+    return alloc
 
 
-__all__ = ["ALLOCATOR_NAMES", "Allocator", "GreedyAllocator", "OptAllocator",
-           "ProportionalAllocator", "TuneAllocator", "get_allocator"]
+__all__ = ["ALLOCATOR_NAMES", "PLACEMENTS", "Allocator", "GreedyAllocator", "OptAllocator",
+           "ProportionalAllocator", "RefTuneAllocator", "TuneAllocator", "get_allocator"]

@@ -20,6 +20,8 @@ class Allocator(ABC):
     """Turns policy-ordered jobs and a cluster into a :class:`Plan`."""
 
     name: str = "allocator"
+    # How GPUs are chosen (ledger.PLACEMENTS); set by get_allocator(..., placement=...).
+    placement: str = "fullest"
     # Whether running jobs may be grown into idle resources (core.upgrade): every Synergy
     # allocator; not the GPU-proportional baseline.
     grows_running: bool = True
@@ -29,7 +31,7 @@ class Allocator(ABC):
 
     def _allocate_then(self, jobs: Sequence[JobSpec], cluster: ClusterState,
                        finish: Callable[[Ledger], None] | None) -> Plan:
-        ledger = Ledger(cluster)
+        ledger = Ledger(cluster, self.placement)
         skipped: dict[int, str] = {}
         for job in admissible(jobs, ledger, skipped):
             reason = self.admit(job, ledger)

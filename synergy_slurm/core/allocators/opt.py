@@ -57,10 +57,11 @@ class OptAllocator(Allocator):
 
     def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
         start = time.perf_counter()
-        ledger = Ledger(cluster)
+        ledger = Ledger(cluster, self.placement)
         skipped: dict[int, str] = {}
         admitted: list[JobSpec] = []
-        probe = Ledger(cluster)  # only its free GPU count moves: stage 1 decides the rest
+        # Only its free GPU count moves: stage 1 decides the rest.
+        probe = Ledger(cluster, self.placement)
         for job in admissible(jobs, probe, skipped):
             admitted.append(job)
             probe.free_gpus -= job.gpus
