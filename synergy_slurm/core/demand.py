@@ -30,31 +30,36 @@ def speedup_of(job: JobSpec, share: PerGpu, fair: PerGpu) -> float:
     return job.profile.speedup(share, fair)
 
 
-def server_cap(gpus: int, servers: tuple[Server, ...]) -> PerGpu | None:
-    """The largest per-GPU share a ``gpus``-GPU job can have on one server; None if it is
-    larger than every server."""
-    best: PerGpu | None = None
-    for s in servers:
-        cap = s.capacity
-        if cap.gpus >= gpus:
-            here = PerGpu(cap.cpus // gpus, cap.mem_gb / gpus)
-            if best is None or (here.cpus, here.mem_gb) > (best.cpus, best.mem_gb):
-                best = here
-    return best
+def server_caps(gpus: int, servers: tuple[Server, ...]) -> list[PerGpu]:
+    """The largest per-GPU shares a ``gpus``-GPU job can have on one server, one per kind
+    of server (none dominated by another); for a job larger than every server, a server's
+    share per GPU (it spans whole servers). Empty without servers."""
+    boxes = {PerGpu(s.capacity.cpus // gpus, s.capacity.mem_gb / gpus)
+             for s in servers if s.capacity.gpus >= gpus}
+    if not boxes:
+        boxes = {PerGpu(s.capacity.cpus // s.capacity.gpus, s.capacity.mem_gb / s.capacity.gpus)
+                 for s in servers if s.capacity.gpus > 0}
+    return sorted((b for b in boxes if not any(o != b and b.within(o) for o in boxes)),
+                  key=lambda b: (b.cpus, b.mem_gb))
 
 
 def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Demand:
-    """The job's ideal share, capped at the largest server; proportional when unknown,
-    larger than a server, or when the capped point would run slower than proportional."""
+    """The job's ideal share, capped at the largest server (a job larger than every server:
+    at a server's share per GPU, so that an insensitive one still takes no more than its
+    ideal); proportional when unknown, or when the capped point would run slower than
+    proportional."""
     proportional = Demand(fair, 1.0, "proportional")
     if job.profile is None or job.profile.ideal is None:
         return proportional
-    cap = server_cap(job.gpus, servers)
-    if cap is None:
+    caps = server_caps(job.gpus, servers)
+    if not caps:
         return proportional
     point, how = job.profile.ideal, "ideal"
-    if not point.within(cap):
-        point, how = point.capped(cap), "capped"
+    if not any(point.within(cap) for cap in caps):
+        # The best capped point any kind of server can hold (then the cheapest).
+        point = max((point.capped(cap) for cap in caps),
+                    key=lambda p: (job.profile.speedup(p, fair), -p.cpus, -p.mem_gb))
+        how = "capped"
     s = job.profile.speedup(point, fair)
     if s < 1.0 - FLOOR_TOLERANCE:
         return proportional

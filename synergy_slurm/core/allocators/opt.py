@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from ..demand import FLOOR_TOLERANCE, Demand, server_cap
+from ..demand import FLOOR_TOLERANCE, Demand, server_caps
 from ..job import JobSpec
 from ..ledger import Ledger
 from ..plan import Plan
@@ -88,26 +88,25 @@ class StageFailed(RuntimeError):
 
 
 def candidates(job: JobSpec, cluster: ClusterState) -> list[Demand]:
-    """Pareto-optimal shares for the job that keep the floor and fit one server."""
+    """Pareto-optimal shares for the job that keep the floor and fit some server (a job
+    larger than every server: a server's share per GPU, as TUNE caps it)."""
     fair = cluster.fair
     prop = Demand(fair, 1.0, "proportional")
     prof = job.profile
-    cap = server_cap(job.gpus, cluster.servers)
-    if prof is None or prof.ideal is None or cap is None:
+    caps = server_caps(job.gpus, cluster.servers)
+    if prof is None or prof.ideal is None or not caps:
         return [prop]
     ideal = prof.ideal
-    capped_ideal = ideal.capped(cap)
+    capped = [ideal.capped(cap) for cap in caps]
     cpus = {int(c) for c in prof.cpu_grid if c == int(c)} | {
-        fair.cpus, ideal.cpus, capped_ideal.cpus}
-    mems = {*prof.mem_grid, fair.mem_gb, ideal.mem_gb, capped_ideal.mem_gb}
+        fair.cpus, ideal.cpus, *(p.cpus for p in capped)}
+    mems = {*prof.mem_grid, fair.mem_gb, ideal.mem_gb, *(p.mem_gb for p in capped)}
     pts: list[Demand] = [prop]
     for c in cpus:
-        if c < 1 or c > cap.cpus:
-            continue
         for m in mems:
-            if m > cap.mem_gb + MEM_EPS:
-                continue
             p = PerGpu(c, m)
+            if c < 1 or not any(p.within(cap) for cap in caps):
+                continue
             s = prof.speedup(p, fair)
             if s >= 1.0 - FLOOR_TOLERANCE:
                 pts.append(Demand(p, s, "opt"))

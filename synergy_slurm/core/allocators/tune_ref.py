@@ -21,7 +21,8 @@ in index order, across servers, never consolidated. ``fullest``: ours (whole on 
 server where the job fits, else spread), for comparison.
 
 Where the reference would go wrong (a peer raised past a server, or no room after the peer
-step: it exits) the job is skipped instead, and a capped share a profile says runs slower
+step: it exits; seen only on servers of different sizes, which it does not model) our
+TUNE's peer downgrade places the job instead, and a capped share a profile says runs slower
 than proportional falls back to proportional, so the floor guarantee holds.
 """
 
@@ -36,6 +37,7 @@ from ..ledger import Ledger
 from ..plan import Plan
 from ..resources import MEM_EPS, ClusterState, PerGpu, Server
 from .base import Allocator
+from .tune import place_with_peer_downgrade
 
 
 def reference_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Demand:
@@ -118,13 +120,17 @@ class RefTuneAllocator(Allocator):
         if self._try_place(job, demand, ledger):
             return None
         mark = ledger.checkpoint()
-        for server, gpus in self._servers_with_room(job.gpus, ledger).items():
-            if not self._lower_peers(server, gpus, demand.share, ledger):
-                ledger.rollback(mark)
-                return "the reference's peer downgrade would overcommit a server"
-        if self._try_place(job, demand, ledger):
+        lowered = all(self._lower_peers(server, gpus, demand.share, ledger)
+                      for server, gpus in self._servers_with_room(job.gpus, ledger).items())
+        if lowered and self._try_place(job, demand, ledger):
             return None
+        # Where the reference would fail (it exits; seen only on uneven servers, which its
+        # simulator does not model): our TUNE's peer downgrade, so no admitted job is lost.
         ledger.rollback(mark)
+        if place_with_peer_downgrade(job, demand, ledger):
+            for i in sorted(ledger.held[job.id].placement):
+                self._order[i].append(job.id)
+            return None
         return "no room even after lowering peers to their proportional share"
 
     def _try_place(self, job: JobSpec, demand: Demand, ledger: Ledger) -> bool:
