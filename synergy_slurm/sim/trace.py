@@ -70,10 +70,14 @@ def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) 
 
 
 def write_trace(path: str | Path, jobs: Sequence[TraceJob]) -> None:
+    """The trace as :func:`read_trace` reads it back exactly: arrivals as exact seconds
+    (whole seconds without a fraction, else Python's round-trip form), LF line ends."""
     with Path(path).open("w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csv.writer(fh, lineterminator="\n")
         for j in jobs:
-            w.writerow([j.job_id, j.model, f"{j.arrival:g}", j.iterations, j.gpus])
+            a = j.arrival
+            arrival = str(int(a)) if a == int(a) else repr(a)
+            w.writerow([j.job_id, j.model, arrival, j.iterations, j.gpus])
 
 
 def philly_jobs(profiles: Mapping[str, Profile], jobs_per_hour: float,

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from synergy_slurm.cli.main import main
+from synergy_slurm.cli.options import default_profiles_path
 
 
 @pytest.fixture
@@ -46,7 +47,22 @@ def test_generated_run_writes_csv_plots_and_trace(run, tmp_path):
     for name in ("jobs.csv", "summary.json", "jct_cdf_load1.png", "jct_cdf_load2.png",
                  "avg_jct_vs_load.png"):
         assert (out / name).stat().st_size > 0, name
-    assert rec.read_text().count("\n") == 80
+    text = rec.read_bytes()
+    assert text.count(b"\n") == 80 and b"\r" not in text
+    # The recorded trace is exactly what was generated (arrivals to the second, not %g).
+    from synergy_slurm.core import load_profiles
+    from synergy_slurm.sim.runner import Workload
+    from synergy_slurm.sim.trace import read_trace
+
+    profiles = load_profiles(default_profiles_path())
+    made = list(Workload(count=80, seed=0).stream(profiles, 1.0))
+    assert read_trace(rec, profiles) == made
+    # Arrivals past a million seconds (%g used to round them by up to 5 s) and fractions.
+    from synergy_slurm.sim.trace import TraceJob, write_trace
+
+    odd = [TraceJob(1, "res18", 1234567.0, 10, 1), TraceJob(2, "gnmt", 2345678.25, 10, 2)]
+    write_trace(tmp_path / "odd.csv", odd)
+    assert read_trace(tmp_path / "odd.csv", profiles) == odd
     # The recorded trace replays.
     again = run("simulate", "--trace", str(rec), "--servers", "2", "--format", "json")
     assert again.exit_code == 0, again.output
