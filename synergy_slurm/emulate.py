@@ -27,6 +27,7 @@ from pathlib import Path
 from profiler.progress import Progress
 
 from .core import load_profiles
+from .vocabulary import MB_PER_GB
 
 
 def granted_share() -> tuple[int, float, int]:
@@ -50,7 +51,7 @@ def granted_share() -> tuple[int, float, int]:
             mem_mb = 0
     if not mem_mb and os.environ.get("SLURM_MEM_PER_GPU", "").isdigit():
         mem_mb = int(os.environ["SLURM_MEM_PER_GPU"]) * gpus
-    return max(1, cpus // max(1, gpus)), mem_mb / 1000 / max(1, gpus), gpus
+    return max(1, cpus // max(1, gpus)), mem_mb / MB_PER_GB / max(1, gpus), gpus
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,10 +11,39 @@ controller refused to manage would wait forever).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Slurm's "not set" for 32-bit fields of a job description (job_desc.min_nodes, ...).
 NO_VAL = 0xFFFFFFFE
+
+# Slurm counts memory in MB; synergy's GB are 1000 MB (a 500 GB node is RealMemory=500000).
+MB_PER_GB = 1000
+
+# A profile key: what --profile-key names, the store's key, the hook table's (and the Lua's
+# KEY_PATTERN, with its 64-character limit).
+KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+# The comment token synergy-sbatch writes; the key is the longest run of key characters
+# after it, and no key at all when that run is longer than 64 (as the hook reads it).
+PROFILE_TOKEN = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]+)")
+
+# Job states in which a job still holds or waits for resources (squeue shows them; the
+# others are finished).
+LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING",
+                         "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "STAGE_OUT"})
+
+
+def comment_profile_key(comment: str) -> str | None:
+    """The profile key a job's comment names (``synergy:profile=KEY``), as the hook reads
+    it; None when there is none or it is too long."""
+    m = PROFILE_TOKEN.search(comment or "")
+    return m.group(1) if m and len(m.group(1)) <= 64 else None
+
+
+def table_fresh(generated_at: float, max_age_s: float, now: float) -> bool:
+    """Whether the hook table is the heartbeat of a live controller (the hook, explain and
+    the fail-safe all ask this)."""
+    return now - generated_at <= max_age_s
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
 from ..slurm import devcluster
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.devconf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
+from ..vocabulary import MB_PER_GB
 from .devcluster_cmd import spec_of
 from .errors import BadInput, Failed
 from .options import default_profiles_path, profiles_option_value
@@ -84,7 +85,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     say(f"[demo] 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
         f"export SLURM_CONF={spec.conf_path} to look around")
     cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
-    fair = PerGpu(DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB / 1000)   # the partition's defaults
+    fair = PerGpu(DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB / MB_PER_GB)   # the partition's defaults
     mix = demo_mix(jobs, mean_s, seed)
     counts = {k: sum(j.kind == k for j in mix) for k in KINDS}
     say(f"[demo] mix: {jobs} jobs, {sum(j.gpus for j in mix)} GPUs in all: "

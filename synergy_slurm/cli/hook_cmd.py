@@ -19,6 +19,7 @@ from ..shipped import HOOK_LUA, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
+from ..vocabulary import table_fresh
 from .errors import BadInput, Failed, writable_file
 from .options import config_or_exit, default_profiles_path
 
@@ -135,7 +136,7 @@ def failsafe_cmd(config_path, dry_run: bool) -> None:
     path = table_path(cfg.hook)
     try:
         table = parse_table(path.read_text())
-        fresh = time.time() - table.generated_at <= table.max_age_s
+        fresh = table_fresh(table.generated_at, table.max_age_s, time.time())
     except (OSError, TableError):
         fresh = False
     if fresh:

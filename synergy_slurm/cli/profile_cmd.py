@@ -21,7 +21,8 @@ from profiler.search import SearchError, optimistic_search
 from ..core import ProfileError, profiles_from_doc, profiles_to_doc
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
-from ..profiles.store import KEY_RE, RESULT_META, ProfileStore
+from ..profiles.store import RESULT_META, ProfileStore
+from ..vocabulary import KEY_RE
 from .errors import BadInput, Failed, writable_file
 from .options import config_or_exit
 

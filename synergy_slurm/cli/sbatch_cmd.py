@@ -35,8 +35,8 @@ from ..hook.sbatch_args import (
     script_directives,
     script_index,
 )
-from ..profiles.store import KEY_RE
 from ..templates import TemplateError, available, find, parse_template, parse_vars
+from ..vocabulary import KEY_RE
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 

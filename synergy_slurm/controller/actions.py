@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..core import PerGpu, Plan
 from ..slurm.model import SlurmJob
 from ..slurm.writer import Shape
-from .observe import MB_PER_GB
+from ..vocabulary import MB_PER_GB
 
 SHAPE_RELEASE = "shape-release"
 RELEASE = "release"

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
-from ..profiles.store import KEY_RE, ProfileStore
+from ..profiles.store import ProfileStore
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.writer import NotEnforcing, SlurmWriter
+from ..vocabulary import KEY_RE, LIVE_STATES
 from .classify import dataset_gb, profile_key
 from .state import StateStore
 
@@ -39,8 +40,6 @@ log = logging.getLogger(__name__)
 
 RUNNER = ('#!/bin/sh\n# Written by synergy-controller: runs the profiler given as '
           'arguments.\nexec "$@"\n')
-LIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
-               "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 
 
 @dataclass(frozen=True)

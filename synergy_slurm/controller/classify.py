@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from ..config import Config
 from ..core import JobSpec, Profile
 from ..slurm.model import SlurmJob
-from ..vocabulary import not_reshaped
+from ..vocabulary import KEY_RE, comment_profile_key, not_reshaped
 
-KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
-COMMENT_KEY = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]{1,64})(?![A-Za-z0-9_.:\-])")
 DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
 # A job with no time limit: assume a week left (only SRTF/FTF ordering uses it).
 UNKNOWN_REMAINING_S = 7 * 24 * 3600.0
@@ -38,8 +36,7 @@ def profile_key(job: SlurmJob) -> str | None:
     key = job.tags.get("profile")
     if key and KEY_RE.match(key):
         return key
-    m = COMMENT_KEY.search(job.comment)
-    return m.group(1) if m else None
+    return comment_profile_key(job.comment)
 
 
 def dataset_gb(job: SlurmJob) -> float | None:

@@ -28,13 +28,14 @@ from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
+from ..vocabulary import MB_PER_GB
 from .actions import CANNOT, RAISE, RELEASE, REQUEUE, SHAPE_RELEASE, Action, reconcile_pending
 from .audit import AuditLog
 from .autoprofile import AutoProfiler, ProfilingEvent
 from .classify import classify, job_spec, profile_key, requeue_ok, runnable
 from .heartbeat import Heartbeat
 from .metrics import Metrics
-from .observe import MB_PER_GB, cluster_state
+from .observe import cluster_state
 from .requeue import RequeuePolicy, requeue_upgrades
 from .state import StateStore
 

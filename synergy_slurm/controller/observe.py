@@ -10,8 +10,7 @@ from __future__ import annotations
 from ..config import Config
 from ..core import ClusterState, PerGpu, Resources, Server
 from ..slurm.model import Snapshot
-
-MB_PER_GB = 1000  # Slurm's MB; synergy's GB are 1000 MB (500 GB nodes = RealMemory 500000)
+from ..vocabulary import MB_PER_GB
 
 
 def cluster_state(snap: Snapshot, cfg: Config) -> ClusterState:

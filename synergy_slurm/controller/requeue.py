@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from ..core import Allocation, ClusterState, JobSpec, PerGpu, Plan
 from ..core.upgrade import upgrades
 from ..slurm.model import SlurmJob
+from ..vocabulary import MB_PER_GB
 from .actions import REQUEUE, Action, current_shape, to_shape
 from .classify import UNKNOWN_REMAINING_S
-from .observe import MB_PER_GB
 
 
 @dataclass(frozen=True)

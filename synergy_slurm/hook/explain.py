@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..vocabulary import MB_PER_GB, comment_profile_key
 from .export import table_path
-from .rules import PROFILE_TOKEN, HookDecision, Submission, decide
+from .rules import HookDecision, Submission, decide
 from .sbatch_args import script_directives, script_index, submission_from_args
 from .table import DISABLE_NAME, HookTable, TableError, parse_table
 
@@ -98,8 +99,7 @@ def explain(cfg: Config, args: list[str], uid: int, now: float,
     table, err, notes = _table(path)
     decision = decide(table, sub, now, disabled=(path.parent / DISABLE_NAME).exists(),
                       table_error=err)
-    m = PROFILE_TOKEN.search(sub.comment)
-    key = m.group(1) if m and len(m.group(1)) <= 64 else None
+    key = comment_profile_key(sub.comment)
     view, more = controller_view(cfg, key, table)
     view["asked_cpus"] = _per_gpu(sub.cpus_per_tres)
     view["asked_mem"] = _per_gpu(sub.mem_per_tres) or ("--mem" if sub.mem_per_node else None)
@@ -151,6 +151,6 @@ def controller_view(cfg: Config, key: str | None, table: HookTable | None
                 ideal_mem_gb_per_gpu=prof.ideal.mem_gb)
     if table is not None:
         fair = PerGpu(table.node_cpus // table.node_gpus,
-                      table.node_mem_mb / table.node_gpus / 1000)
+                      table.node_mem_mb / table.node_gpus / MB_PER_GB)
         view["speedup_at_ideal"] = round(prof.speedup(prof.ideal, fair), 3)
     return view, notes

@@ -8,10 +8,8 @@ import re
 from dataclasses import dataclass
 
 from ..slurm.parse import gpu_count
-from ..vocabulary import GpuRequest, not_reshaped
+from ..vocabulary import GpuRequest, comment_profile_key, not_reshaped, table_fresh
 from .table import HookTable
-
-PROFILE_TOKEN = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]+)")
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
         return HookDecision(False, "disabled by the disable file")
     if table is None:
         return HookDecision(False, table_error or "no table")
-    if now - table.generated_at > table.max_age_s:
+    if not table_fresh(table.generated_at, table.max_age_s, now):
         return HookDecision(False, "table stale")
     partition = sub.partition or table.default_partition
     if partition not in table.partitions:
@@ -78,8 +76,7 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
                                       sub.min_nodes, sub.het))
     if refused:
         return HookDecision(False, f"not reshaped: {refused}")
-    m = PROFILE_TOKEN.search(sub.comment)
-    key = m.group(1) if m and len(m.group(1)) <= 64 else None
+    key = comment_profile_key(sub.comment)
     prof = table.profiles.get(key) if key else None
     if prof is None:
         return HookDecision(True, "managed; profile unknown" if key else "managed; no profile key",

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import Profile
+from ..vocabulary import KEY_RE, MB_PER_GB
 
 TABLE_NAME = "synergy-hook.table"
 DISABLE_NAME = "synergy-hook.disable"
-KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -141,6 +141,6 @@ def profile_shapes(profiles: Mapping[str, Profile], node_cpus: int,
         if prof.ideal is None or not KEY_RE.match(key):
             continue
         c = max(1, min(int(prof.ideal.cpus), node_cpus))
-        m = max(1, min(round(prof.ideal.mem_gb * 1000), node_mem_mb))
+        m = max(1, min(round(prof.ideal.mem_gb * MB_PER_GB), node_mem_mb))
         out[key] = (c, m)
     return out

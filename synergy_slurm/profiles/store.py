@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ..core import Profile, profiles_from_doc, profiles_to_doc
 from ..dbfile import DatabaseError, connect, has_table
+from ..vocabulary import KEY_RE
 
-KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 # The entry of a result file (``synergy profile run --out``) that says what profiling cost.
 RESULT_META = "_synergy_result"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI
 from .model import Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
@@ -15,8 +16,6 @@ from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, ver
 log = logging.getLogger(__name__)
 
 # Job states synergy cares about; finished jobs are dropped here.
-LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING",
-                         "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "STAGE_OUT"})
 
 
 class SlurmReader:

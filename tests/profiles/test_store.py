@@ -44,11 +44,16 @@ def test_import_show_export_round_trip(tmp_path, reference_dir, paper_profiles):
         assert got.throughput == p.throughput and got.ideal == p.ideal
 
 
-def test_bad_imports_and_missing_keys_are_clear(tmp_path):
+def test_bad_imports_and_missing_keys_are_clear(tmp_path, reference_dir):
     db = str(tmp_path / "p.db")
     bad = tmp_path / "bad.json"
     bad.write_text('{"models": 1}')
     res = CliRunner().invoke(main, ["profile", "import", "--store", db, str(bad)])
-    assert res.exit_code != 0 and "not a profiles document" in res.output
+    assert res.exit_code == 2 and "not a profiles document" in res.output
+    assert not (tmp_path / "p.db").exists()      # a bad file is refused before the store
     res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
-    assert res.exit_code != 0 and "no profile 'nope'" in res.output
+    assert res.exit_code == 2 and "no such database" in res.output
+    good = str(reference_dir / "model_profiles.json")
+    assert CliRunner().invoke(main, ["profile", "import", "--store", db, good]).exit_code == 0
+    res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
+    assert res.exit_code == 2 and "no profile 'nope'" in res.output
