@@ -22,7 +22,8 @@ from pathlib import Path
 
 from synergy_slurm.core import ClusterState, get_allocator, get_policy, load_profiles, make_plan
 from synergy_slurm.core.allocators.base import admissible
-from synergy_slurm.core.allocators.opt import OptAllocator, candidates, solve_stage1
+from synergy_slurm.core.allocators.opt import OptAllocator, candidates
+from synergy_slurm.core.allocators.opt_solve import solve_stage1
 from synergy_slurm.core.ledger import Ledger
 from synergy_slurm.sim.jobsets import full_cluster_jobs
 
@@ -44,7 +45,7 @@ def time_plan(name: str, jobs, cluster, repeat: int) -> float:
                 admitted.append(job)
                 ledger.free_gpus -= job.gpus
             solve_stage1(admitted, [candidates(j, cluster) for j in admitted], Ledger(cluster),
-                         time_limit_s=30)
+                         max_nodes=OptAllocator().max_nodes, time_limit_s=30)
         else:
             alloc = OptAllocator(time_limit_s=30) if name == "opt" else get_allocator(name)
             make_plan(jobs, cluster, fifo, alloc, now=0)
