@@ -20,11 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from synergy_slurm.core import ClusterState, get_allocator, get_policy, load_profiles, make_plan
+from synergy_slurm.core import ClusterState, get_allocator, get_policy, make_plan
 from synergy_slurm.core.allocators.base import admissible
 from synergy_slurm.core.allocators.opt import OptAllocator, candidates
 from synergy_slurm.core.allocators.opt_solve import solve_stage1
 from synergy_slurm.core.ledger import Ledger
+from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.jobsets import full_cluster_jobs
 
 DEFAULT_PROFILES = Path(__file__).resolve().parents[2] / "shared" / "reference" / \

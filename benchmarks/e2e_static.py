@@ -30,7 +30,8 @@ from pathlib import Path
 from synergy_slurm.cli.devcluster_cmd import spec_of
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller
-from synergy_slurm.core import ClusterState, load_profiles
+from synergy_slurm.core import ClusterState
+from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.engine import SimConfig, simulate
 from synergy_slurm.sim.runner import Workload
 from synergy_slurm.sim.trace import read_trace

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from synergy_slurm.cli.devcluster_cmd import spec_of
 from synergy_slurm.config import HookSection
-from synergy_slurm.core import load_profiles
 from synergy_slurm.hook.export import build_table
 from synergy_slurm.hook.table import TABLE_NAME
+from synergy_slurm.profiles import load_profiles
 from synergy_slurm.slurm import devcluster
 from synergy_slurm.slurm.commands import SlurmCLI
 

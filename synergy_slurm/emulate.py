@@ -26,7 +26,7 @@ from pathlib import Path
 
 from profiler.progress import Progress
 
-from .core import load_profiles
+from .profiles import load_profiles
 from .vocabulary import MB_PER_GB
 
 

@@ -26,7 +26,7 @@ def reference_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def paper_profiles(reference_dir: Path):
-    from synergy_slurm.core import load_profiles
+    from synergy_slurm.profiles import load_profiles
 
     return load_profiles(reference_dir / "model_profiles.json")
 

@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "hook": {"core", "profiles", "config", "vocabulary", "slurm"},
     "controller": {"core", "profiles", "slurm", "hook", "config", "vocabulary", "dbfile"},
     "templates": {"shipped"},
-    "emulate": {"core", "vocabulary"},
+    "emulate": {"core", "profiles", "vocabulary"},
     "demo": {"core", "slurm", "vocabulary"},
     "cli": {"*"},
 }

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import click
 
-from ..core import ProfileError, load_profiles
+from ..core import ProfileError
 from ..hook.explain import explain
 from ..hook.export import build_table, table_path
 from ..hook.sbatch_args import SbatchArgError
 from ..hook.table import DISABLE_NAME, TableError, parse_table
+from ..profiles import load_profiles
 from ..shipped import HOOK_LUA, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader

@@ -32,7 +32,8 @@ def default_profiles_path() -> Path:
 
 def profiles_option_value(path: Path | None) -> dict:
     """The profiles of --profiles FILE, else the default; a clear error if none or bad."""
-    from ..core import ProfileError, load_profiles
+    from ..core import ProfileError
+    from ..profiles import load_profiles
 
     chosen = path or default_profiles_path()
     try:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Config
-from ..core import Plan, Profile, ProfileError, get_allocator, get_policy, load_profiles, make_plan
+from ..core import Plan, Profile, ProfileError, get_allocator, get_policy, make_plan
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
+from ..profiles import load_profiles
 from ..profiles.store import ProfileStore
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot

@@ -13,7 +13,7 @@ from .allocators import (
 from .job import JobSpec
 from .plan import Allocation, Plan
 from .policies import POLICIES, Policy, get_policy
-from .profile import Profile, ProfileError, load_profiles, profiles_from_doc, profiles_to_doc
+from .profile import Profile, ProfileError, profiles_from_doc, profiles_to_doc
 from .resources import ClusterState, PerGpu, Resources, Server
 
 
@@ -29,5 +29,5 @@ __all__ = [
     "ALLOCATOR_NAMES", "POLICIES", "Allocation", "Allocator", "ClusterState", "GreedyAllocator",
     "JobSpec", "OptAllocator", "PerGpu", "Plan", "Policy", "Profile", "ProfileError",
     "ProportionalAllocator", "Resources", "Server", "TuneAllocator", "get_allocator",
-    "get_policy", "load_profiles", "make_plan", "profiles_from_doc", "profiles_to_doc",
+    "get_policy", "make_plan", "profiles_from_doc", "profiles_to_doc",
 ]

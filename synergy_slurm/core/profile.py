@@ -9,11 +9,9 @@ throughput is interpolated bilinearly; outside the grid it is clamped to the edg
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .resources import MEM_EPS, PerGpu
@@ -132,15 +130,6 @@ class Profile:
         if self.batch_size is not None:
             out["batch_size"] = self.batch_size
         return out
-
-
-def load_profiles(path: str | Path) -> dict[str, Profile]:
-    """Read every model of a ``model_profiles.json``-shaped file."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ProfileError(f"cannot read profiles from {path}: {exc}") from exc
-    return profiles_from_doc(doc)
 
 
 def profiles_from_doc(doc: Mapping[str, Any]) -> dict[str, Profile]:

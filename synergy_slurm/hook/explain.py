@@ -126,7 +126,8 @@ def controller_view(cfg: Config, key: str | None, table: HookTable | None
                     ) -> tuple[dict[str, Any], list[str]]:
     """What the controller knows of a profile key (the profiles file, then the store),
     without Slurm. The proportional share is the managed nodes' per GPU, from the table."""
-    from ..core import PerGpu, ProfileError, load_profiles
+    from ..core import PerGpu, ProfileError
+    from ..profiles import load_profiles
     from ..profiles.store import ProfileStore
 
     notes: list[str] = []

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from synergy_slurm.core import PerGpu, load_profiles
+from synergy_slurm.core import PerGpu
 from synergy_slurm.demo import KINDS, demo_mix
+from synergy_slurm.profiles import load_profiles
 
 REPO = Path(__file__).resolve().parents[2]
 

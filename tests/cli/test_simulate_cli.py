@@ -50,7 +50,7 @@ def test_generated_run_writes_csv_plots_and_trace(run, tmp_path):
     text = rec.read_bytes()
     assert text.count(b"\n") == 80 and b"\r" not in text
     # The recorded trace is exactly what was generated (arrivals to the second, not %g).
-    from synergy_slurm.core import load_profiles
+    from synergy_slurm.profiles import load_profiles
     from synergy_slurm.sim.runner import Workload
     from synergy_slurm.sim.trace import read_trace
 

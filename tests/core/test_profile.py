@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from synergy_slurm.core import PerGpu, Profile, ProfileError, load_profiles, profiles_to_doc
+from synergy_slurm.core import PerGpu, Profile, ProfileError, profiles_to_doc
 from synergy_slurm.core.profile import profiles_from_doc
+from synergy_slurm.profiles import load_profiles
 
 
 def test_reference_file_loads_with_its_ideal_points(paper_profiles):
