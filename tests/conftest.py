@@ -65,13 +65,17 @@ def slurm_cli(slurm_cluster):
     return SlurmCLI(slurm_conf=str(slurm_cluster.conf_path), timeout_s=30)
 
 
+UNPRIVILEGED_USER = "synergy-t-user"
+
+
 @pytest.fixture(scope="session")
 def unprivileged_user():
-    """A user without privileges (created for the session, removed at its end)."""
+    """A user without privileges (created for the session, removed at its end if the
+    session created it)."""
     import subprocess
 
-    name = "synergy-t-user"
-    created = subprocess.run(["useradd", "-M", name], capture_output=True).returncode == 0
-    yield name
+    created = subprocess.run(["useradd", "-M", UNPRIVILEGED_USER],
+                             capture_output=True).returncode == 0
+    yield UNPRIVILEGED_USER
     if created:
-        subprocess.run(["userdel", name], capture_output=True, check=False)
+        subprocess.run(["userdel", UNPRIVILEGED_USER], capture_output=True, check=False)

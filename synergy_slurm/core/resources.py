@@ -33,12 +33,6 @@ class Resources:
     def scaled(self, n: int) -> Resources:
         return Resources(self.gpus * n, self.cpus * n, self.mem_gb * n)
 
-    def fits_in(self, other: Resources) -> bool:
-        """True when every dimension of self is at most other's (memory with tolerance)."""
-        return (self.gpus <= other.gpus and self.cpus <= other.cpus
-                and self.mem_gb <= other.mem_gb + MEM_EPS)
-
-
 @dataclass(frozen=True)
 class Server:
     """One machine: a name and what it has."""

@@ -11,7 +11,6 @@ our command) and removes the directory.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import pwd
@@ -348,7 +347,3 @@ def _tail(path: Path, n: int) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
-
-
-def status_json(spec: DevClusterSpec) -> str:
-    return json.dumps(status(spec), indent=1)

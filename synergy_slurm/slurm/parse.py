@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .model import NodeAlloc, Skipped, SlurmJob, SlurmNode, SlurmPartition
@@ -398,7 +398,3 @@ def parse_kv_line(line: str) -> dict[str, str]:
         elif key is not None and tok:
             out[key] += " " + tok
     return out
-
-
-def iter_skips(*groups: Iterable[Skipped]) -> list[Skipped]:
-    return [s for g in groups for s in g]

@@ -150,14 +150,8 @@ class SlurmWriter:
         # pending tasks' record (or the task that kept the id).
         return next((r for r in records if r.get("JobId") == str(int(job_id))), records[0])
 
-    def hold(self, job_id: int) -> None:
-        self.mutate(["hold", str(int(job_id))])
-
     def release(self, job_id: int) -> None:
         self.mutate(["release", str(int(job_id))])
-
-    def set_admin_comment(self, job_id: int, comment: str) -> None:
-        self.mutate(["update", f"JobId={int(job_id)}", f"AdminComment={comment}"])
 
     # -- running jobs ---------------------------------------------------------------------
     def requeue_reshape(self, job: SlurmJob, shape: Shape, timeout_s: float = 60.0) -> None:

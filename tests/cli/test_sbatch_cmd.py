@@ -17,10 +17,11 @@ from synergy_slurm.cli.sbatch_cmd import build_argv, dataset_gb, main
 from synergy_slurm.hook.sbatch_args import script_index
 from synergy_slurm.hook.table import TABLE_NAME, HookTable
 
+from ..conftest import UNPRIVILEGED_USER
 from ..slurm.helpers import cancel_all, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_USER = "synergysbatchtest"
+TEST_USER = UNPRIVILEGED_USER
 
 
 def test_argv_keeps_sbatch_options_and_merges_the_comment():
@@ -117,13 +118,12 @@ def test_submits_as_root_and_as_an_unprivileged_user(slurm_cluster, slurm_cli, t
 
 
 @pytest.mark.slurm
-def test_an_unprivileged_user_submits_as_themself(slurm_cluster, slurm_cli):
+def test_an_unprivileged_user_submits_as_themself(slurm_cluster, slurm_cli, unprivileged_user):
     """An ordinary user submits as themself and cannot touch root's jobs."""
     cancel_all(slurm_cli)
     exe = shutil.which("synergy-sbatch", path=str(REPO / ".venv" / "bin")) or \
         shutil.which("synergy-sbatch")
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf_path))
-    subprocess.run(["useradd", "-M", TEST_USER], capture_output=True, check=False)
     probe = subprocess.run(["runuser", "-u", TEST_USER, "--", exe, "--synergy-help"],
                            capture_output=True, text=True, cwd="/", check=False)
     if probe.returncode != 0:

@@ -21,18 +21,18 @@ import pytest
 from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.profiles.store import ProfileStore
 
+from ..conftest import UNPRIVILEGED_USER
 from ..slurm.helpers import cancel_all, wait_for
 from .conftest import load
 
 pytestmark = pytest.mark.slurm
-USER = "synergyproftest"
+USER = UNPRIVILEGED_USER
 SCALE = 0.1
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def user_dir(reference_dir):
-    subprocess.run(["useradd", "-M", USER], capture_output=True, check=False)
+def user_dir(reference_dir, unprivileged_user):
     work = Path(tempfile.mkdtemp(prefix="synergy-autoprofile-"))
     work.chmod(0o777)
     shutil.copyfile(reference_dir / "model_profiles.json", work / "profiles.json")

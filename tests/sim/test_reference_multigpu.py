@@ -45,12 +45,14 @@ def test_small_trace_every_finish_time_equals_the_reference(reference_dir, paper
     assert mean_h == pytest.approx(want["mean_jct_h"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_big_trace_mean_jct_within_one_percent_of_the_reference(reference_dir, paper_profiles):
     ref, _, mean_h = replay(reference_dir, paper_profiles, "3.5jph_seed0", "tune-ref")
     assert mean_h == pytest.approx(ref["allocators"]["tune-ref"]["mean_jct_h"], rel=0.01)
 
 
-@pytest.mark.parametrize("name", ["small_0.5jph_seed3", "3.5jph_seed0"])
+@pytest.mark.parametrize("name", ["small_0.5jph_seed3",
+                                  pytest.param("3.5jph_seed0", marks=pytest.mark.slow)])
 def test_our_tune_beats_the_reference_tune(reference_dir, paper_profiles, name):
     """`tune` on its full profiles (no reference speedups), default placement."""
     ref, _, mean_h = replay(reference_dir, paper_profiles, name, "tune", reference=False)
