@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,9 +21,11 @@ from ..core import ProfileError, profiles_from_doc, profiles_to_doc
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.store import RESULT_META, ProfileStore
+from ..slurm.commands import SlurmCLI
 from ..vocabulary import KEY_RE
 from .errors import BadInput, Failed, writable_file
 from .options import config_or_exit
+from .sbatch_cmd import SBATCH_TIMEOUT_S
 
 
 def _store_path(config_path, store_path) -> Path:
@@ -113,9 +114,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     elif not submit:
         store = _store(config_path, store_path)
     if submit:
-        sbatch = shutil.which("sbatch")
-        if sbatch is None:
-            raise Failed("sbatch not found")
+        cli = SlurmCLI(timeout_s=SBATCH_TIMEOUT_S)
+        cli.binary("sbatch")     # "sbatch not found" before anything is written
         script = Path(tempfile.mkdtemp(prefix="synergy-profile-")) / "run.sh"
         script.write_text('#!/bin/sh\nexec "$@"\n')
         script.chmod(0o755)
@@ -139,13 +139,10 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
         if max_cpus:
             opts.append(f"--cpus-per-gpu={max(1, max_cpus // gpus)}")
         try:
-            res = subprocess.run([sbatch, "--parsable", *opts, str(script), *me, "--",
-                                  *command], capture_output=True, text=True, check=False)
+            out = cli.run("sbatch", ["--parsable", *opts, str(script), *me, "--", *command])
         finally:
             shutil.rmtree(script.parent, ignore_errors=True)   # sbatch sent its copy
-        if res.returncode != 0:
-            raise Failed(res.stderr.strip())
-        click.echo(f"submitted profiling job {res.stdout.strip()}")
+        click.echo(f"submitted profiling job {out.strip()}")
         return
     cores = max_cpus or int(os.environ.get("SLURM_CPUS_ON_NODE") or os.cpu_count() or 1)
     per_gpu_max = max(1, cores // gpus)

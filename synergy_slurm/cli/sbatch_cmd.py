@@ -40,6 +40,10 @@ from ..vocabulary import KEY_RE
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
+# How long sbatch may take to answer before synergy-sbatch gives up (slurmctld busy or
+# unreachable); a submission that timed out may still have been accepted.
+SBATCH_TIMEOUT_S = 300.0
+
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
 
 
@@ -198,9 +202,13 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         return
     try:
         proc = subprocess.run(argv, input=script_text, text=script_text is not None,
-                              check=False)
+                              check=False, timeout=SBATCH_TIMEOUT_S)
     except FileNotFoundError:
         raise Failed("sbatch not found") from None
+    except subprocess.TimeoutExpired:
+        raise Failed(f"sbatch did not answer within {SBATCH_TIMEOUT_S:.0f} s (slurmctld busy "
+                     "or unreachable); the job may still have been submitted: check "
+                     "squeue --me") from None
     sys.exit(proc.returncode)
 
 

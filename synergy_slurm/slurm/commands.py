@@ -44,6 +44,10 @@ def safe_arg(value: str) -> str:
     return value
 
 
+# The Slurm commands synergy runs; anything else is refused.
+COMMANDS = frozenset({"squeue", "sinfo", "scontrol", "sbatch", "scancel", "sacct", "sstat"})
+
+
 @dataclass
 class SlurmCLI:
     """Runs squeue/sinfo/scontrol/sbatch/scancel with ``SLURM_CONF`` and a timeout."""
@@ -62,6 +66,8 @@ class SlurmCLI:
         return env
 
     def binary(self, name: str) -> str:
+        if name not in COMMANDS:
+            raise ValueError(f"refusing to run {name!r}: not a Slurm command synergy uses")
         if self.bindir:
             return os.path.join(self.bindir, name)
         found = shutil.which(name)

@@ -27,6 +27,9 @@ from .parse import parse_kv_line, per_gpu_value
 
 log = logging.getLogger(__name__)
 
+# The only scontrol verbs synergy sends that change anything: shaping a pending job,
+# releasing what the hook held, and stopping a running job to requeue it into a new shape.
+MUTATING_VERBS = frozenset({"update", "release", "requeuehold"})
 MAX_CPUS_PER_GPU = 1024
 MAX_MEM_PER_GPU_MB = 64 * 1024 * 1024
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.\-]{0,31}$")
@@ -67,6 +70,9 @@ class SlurmWriter:
 
     # -- the one gate ---------------------------------------------------------------------
     def mutate(self, args: list[str]) -> str:
+        if not args or args[0] not in MUTATING_VERBS:
+            raise ValueError(f"refusing scontrol {args[0] if args else '(nothing)'}: synergy "
+                             f"only sends {', '.join(sorted(MUTATING_VERBS))}")
         if not self.enforce:
             raise NotEnforcing(f"not enforcing: refusing scontrol {' '.join(args)}")
         for a in args:
