@@ -7,6 +7,7 @@ below zero in any dimension; the finished round becomes an immutable :class:`Pla
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .demand import Demand, fair_capped
@@ -79,27 +80,22 @@ class Ledger:
                 return {best: gpus}
             if gpus == 1:
                 return None
-        out: dict[int, int] = {}
-        left = gpus
-        for _, i in sorted((g, i) for i, g in enumerate(fg) if g > 0):
-            k = min(fg[i], left, fc[i] // c if c > 0 else left,
-                    floor_div(fm[i], m) if m > 0 else left)
-            if k > 0:
-                out[i] = k
-                left -= k
-                if left == 0:
-                    return out
-        return None
+        return self._spread(self.servers_by_free_gpus(), gpus, share)
 
     def first_free_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
         """The reference's placement: the first free GPUs in server index order, each taken
         while its server still has the share's cores and memory; never consolidated."""
         if gpus > self.free_gpus:
             return None
+        return self._spread(range(len(self.fg)), gpus, share)
+
+    def _spread(self, order: Iterable[int], gpus: int, share: PerGpu) -> dict[int, int] | None:
+        """Take GPUs server by server in ``order``, as many on each as its cores and memory
+        allow at ``share``; None if they run out first."""
         c, m = share.cpus, share.mem_gb
         out: dict[int, int] = {}
         left = gpus
-        for i in range(len(self.fg)):
+        for i in order:
             k = min(self.fg[i], left, self.fc[i] // c if c > 0 else left,
                     floor_div(self.fm[i], m) if m > 0 else left)
             if k > 0:
