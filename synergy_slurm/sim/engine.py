@@ -243,7 +243,8 @@ def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool
     prop_iter = job.iter_s / job.prop_tput
     if reference:
         ideal = job.profile.ideal
-        at_ideal = alloc.how in ("ideal", "capped") or (
-            ideal is not None and ideal.within(alloc.share))
-        return prop_iter / (reference_speedup(job.spec(), fair, servers) if at_ideal else 1.0)
+        if alloc.how == "capped":
+            return prop_iter / reference_speedup(job.spec(), fair, servers)
+        at_ideal = alloc.how == "ideal" or (ideal is not None and ideal.within(alloc.share))
+        return prop_iter / (alloc.speedup if at_ideal else 1.0)
     return prop_iter / alloc.speedup
