@@ -60,17 +60,23 @@ class RoundResult:
 
 
 class Controller:
+    """The daemon. Its parts come from the config unless passed in (tests pass a reader
+    of recorded snapshots, a recording writer, an in-memory state, their own clock)."""
+
     def __init__(self, cfg: Config, cli: SlurmCLI | None = None, mode: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *,
+                 reader: SlurmReader | None = None, writer: SlurmWriter | None = None,
+                 state: StateStore | None = None, audit: AuditLog | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.cfg = cfg
         c = cfg.controller
         self.mode = mode or c.mode
         self.cli = cli or SlurmCLI(cfg.slurm.conf or None, timeout_s=cfg.slurm.timeout_s)
-        self.reader = SlurmReader(self.cli)
-        self.writer = SlurmWriter(self.cli, enforce=self.mode == "enforce")
-        self.state = StateStore(c.state_db)
-        self.audit = AuditLog(c.audit_log)
-        self.metrics = Metrics()
+        self.reader = reader or SlurmReader(self.cli)
+        self.writer = writer or SlurmWriter(self.cli, enforce=self.mode == "enforce")
+        self.state = state or StateStore(c.state_db)
+        self.audit = audit or AuditLog(c.audit_log)
+        self.metrics = metrics or Metrics()
         self.policy = get_policy(c.policy)
         self.allocator = get_allocator(c.allocator)
         self.requeue_policy = RequeuePolicy(c.restart_cost_s, c.requeue_min_interval_s,

@@ -1,0 +1,167 @@
+"""A whole controller round without Slurm: a reader of hand-made snapshots, a writer that
+records what it is asked to do, the state in memory. Modes, shaping, stray releases,
+requeue decisions (and their minimum interval), failures, state and audit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from synergy_slurm.config import config_from_dict
+from synergy_slurm.controller.audit import AuditLog
+from synergy_slurm.controller.daemon import Controller, RoundFailed
+from synergy_slurm.controller.state import StateStore
+from synergy_slurm.hook.table import TABLE_NAME, parse_table
+from synergy_slurm.slurm.commands import SlurmError
+from synergy_slurm.slurm.model import NodeAlloc, SlurmJob, SlurmNode, SlurmPartition, Snapshot
+from synergy_slurm.slurm.writer import Shape
+
+NOW = 1_800_000_000.0
+
+
+class FakeReader:
+    def __init__(self, snap: Snapshot | Exception) -> None:
+        self.snap = snap
+
+    def snapshot(self) -> Snapshot:
+        if isinstance(self.snap, Exception):
+            raise self.snap
+        return self.snap
+
+
+class FakeWriter:
+    """Records the writer calls the controller makes; fails on request."""
+
+    def __init__(self, enforce: bool, fail: set[str] = frozenset()) -> None:
+        self.enforce = enforce
+        self.fail = fail
+        self.calls: list[tuple] = []
+
+    def _do(self, *call) -> None:
+        self.calls.append(call)
+        if call[0] in self.fail:
+            raise SlurmError(f"simulated {call[0]} failure")
+
+    def reshape_pending(self, job: SlurmJob, shape: Shape) -> None:
+        self._do("reshape", job.job_id, shape)
+
+    def release(self, job_id: int) -> None:
+        self._do("release", job_id)
+
+    def requeue_reshape(self, job: SlurmJob, shape: Shape) -> None:
+        self._do("requeue", job.job_id, shape)
+
+
+def node(name="n1", alloc_cpus=0, alloc_gpus=0, alloc_mem_mb=0) -> SlurmNode:
+    return SlurmNode(name, cpus=24, mem_mb=500_000, gpus=8, alloc_cpus=alloc_cpus,
+                     alloc_gpus=alloc_gpus, alloc_mem_mb=alloc_mem_mb, state="idle",
+                     partitions=("gpu",))
+
+
+def job(job_id: int, **kw) -> SlurmJob:
+    base = dict(user="alice", state="PENDING", partition="gpu", gpus=1, gpus_per_job=1,
+                priority=0, reason="JobHeldUser", submit_time=int(NOW) - 60,
+                comment="synergy:profile=alexnet",
+                admin_comment="synergy.managed=1,synergy.profile=alexnet,synergy.held=1")
+    base.update(kw)
+    return SlurmJob(job_id, **base)
+
+
+def snapshot(*jobs: SlurmJob, nodes=None) -> Snapshot:
+    return Snapshot(tuple(jobs), tuple(nodes or [node()]),
+                    (SlurmPartition("gpu", ("n1",), 3, 62500, True),), "22.05.8")
+
+
+def controller(tmp_path, paper_profiles_path, snap, mode="enforce", fail=frozenset(),
+               **controller_keys) -> tuple[Controller, FakeWriter]:
+    doc = {"hook": {"dir": str(tmp_path)},
+           "profiles": {"file": str(paper_profiles_path), "store": str(tmp_path / "p.db")},
+           "controller": {"mode": mode, "state_db": str(tmp_path / "state.db"),
+                          "audit_log": str(tmp_path / "audit.jsonl"),
+                          "restart_cost_s": 10.0, "requeue_min_interval_s": 1800.0,
+                          **controller_keys}}
+    cfg = config_from_dict(doc)
+    writer = FakeWriter(enforce=mode == "enforce", fail=fail)
+    ctl = Controller(cfg, clock=lambda: NOW, reader=FakeReader(snap), writer=writer,
+                     state=StateStore(":memory:"), audit=AuditLog(tmp_path / "audit.jsonl"))
+    return ctl, writer
+
+
+@pytest.fixture
+def profiles_path(reference_dir):
+    return reference_dir / "model_profiles.json"
+
+
+def audit(tmp_path) -> list[dict]:
+    return [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
+
+
+def test_enforce_shapes_and_releases_a_held_job_and_records_it(tmp_path, profiles_path):
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)))
+    res = ctl.run_round()
+    assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5)]
+    assert res.results == {5: "done"} and res.errors == 0 and res.managed == 1
+    row = ctl.state.jobs()[0]
+    assert (row["job_id"], row["planned_cpus"], row["planned_mem_mb"]) == (5, 12, 125000)
+    assert row["profile_key"] == "alexnet" and row["speedup"] == pytest.approx(2.94)
+    last = ctl.state.last_round()
+    assert last["managed"] == 1 and last["actions"] == 1 and last["error"] is None
+    (line,) = audit(tmp_path)
+    assert (line["job_id"], line["action"], line["result"], line["mode"]) == (
+        5, "shape-release", "done", "enforce")
+    # Enforcing, it published the hook table (the heartbeat's content).
+    assert parse_table((tmp_path / TABLE_NAME).read_text()).profiles["alexnet"] == (12, 125000)
+
+
+@pytest.mark.parametrize("mode, result", [("observe", "planned (observe)"),
+                                          ("advise", "advised")])
+def test_observe_and_advise_plan_and_record_but_send_nothing(tmp_path, profiles_path, mode,
+                                                             result):
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), mode=mode)
+    res = ctl.run_round()
+    assert writer.calls == []
+    assert res.results == {5: result}
+    assert audit(tmp_path)[0]["result"] == result
+    assert ctl.state.jobs()[0]["planned_cpus"] == 12
+    assert not (tmp_path / TABLE_NAME).exists()       # only an enforcing controller holds
+
+
+def test_a_held_job_it_does_not_manage_is_released(tmp_path, profiles_path):
+    stray = job(6, gpus_per_job=None, gpus_per_task=1, gpus=2, num_tasks=2, comment="")
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(stray))
+    res = ctl.run_round()
+    assert writer.calls == [("release", 6)] and res.skipped[6].startswith("--gpus-per-task")
+    assert "not managed" in audit(tmp_path)[0]["reason"]
+
+
+def test_a_failed_shape_still_releases_and_counts_an_error(tmp_path, profiles_path):
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), fail={"reshape"})
+    res = ctl.run_round()
+    assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5)]
+    assert res.errors == 1 and res.results[5].startswith("error: simulated reshape")
+
+
+def test_requeue_when_it_pays_then_not_again_within_the_interval(tmp_path, profiles_path):
+    running = job(7, state="RUNNING", priority=1, reason="None", cpus_per_gpu=3,
+                  mem_per_gpu_mb=62500, requeue=True, start_time=int(NOW) - 600,
+                  time_limit_s=24 * 3600, nodes=("n1",),
+                  alloc=(NodeAlloc("n1", cpus=3, mem_mb=62500, gpus=1),),
+                  comment="synergy:profile=alexnet synergy:requeue-ok", admin_comment="")
+    snap = snapshot(running, nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=62500)])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.run_round()
+    assert writer.calls == [("requeue", 7, Shape(12, 125000))]
+    assert ctl.state.last_requeues() == {7: NOW}
+    writer.calls.clear()
+    ctl.run_round()                     # same cluster, same clock: within 1800 s
+    assert writer.calls == []
+
+
+def test_a_failed_read_records_the_round_and_raises(tmp_path, profiles_path):
+    ctl, writer = controller(tmp_path, profiles_path, SlurmError("slurmctld down"))
+    with pytest.raises(RoundFailed):
+        ctl.run_round()
+    assert ctl.state.last_round()["error"] == "slurmctld down"
+    assert writer.calls == []
+    assert not ctl.heartbeat.beat()     # a failed round stops the heartbeat
