@@ -12,7 +12,6 @@ is gone.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from ..core import Plan, Profile, ProfileError, get_allocator, get_policy, make_
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
-from ..profiles.store import ProfileStore
+from ..profiles.resolve import with_store
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.reader import SlurmReader
@@ -102,13 +101,9 @@ class Controller:
                     self._profiles_stamp = stamp
             except (OSError, ProfileError) as exc:
                 log.error("profiles: %s (keeping %d known profiles)", exc, len(self._profiles))
-        merged = dict(self._profiles)
-        store = Path(self.cfg.profiles.store)
-        if store.exists():
-            try:
-                merged.update(ProfileStore(store).all())
-            except (sqlite3.Error, ProfileError, ValueError) as exc:
-                log.error("profile store %s: %s", store, exc)
+        merged, problems = with_store(self._profiles, self.cfg.profiles.store)
+        for p in problems:
+            log.error("%s", p)
         return merged
 
     # -- one round ------------------------------------------------------------------------

@@ -10,7 +10,6 @@ their errors are reported, not hidden). Nothing is submitted, nothing is created
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,20 +127,18 @@ def controller_view(cfg: Config, key: str | None, table: HookTable | None
     without Slurm. The proportional share is the managed nodes' per GPU, from the table."""
     from ..core import PerGpu, ProfileError
     from ..profiles import load_profiles
-    from ..profiles.store import ProfileStore
+    from ..profiles.resolve import with_store
 
     notes: list[str] = []
     profiles = {}
     if key and cfg.profiles.file:
         try:
-            profiles.update(load_profiles(cfg.profiles.file))
+            profiles = load_profiles(cfg.profiles.file)
         except (OSError, ProfileError) as exc:
             notes.append(f"profiles file {cfg.profiles.file}: {exc}")
-    if key and Path(cfg.profiles.store).exists():
-        try:
-            profiles.update(ProfileStore(cfg.profiles.store, readonly=True).all())
-        except (sqlite3.Error, ProfileError, ValueError) as exc:
-            notes.append(f"profile store {cfg.profiles.store}: {exc}")
+    if key:
+        profiles, problems = with_store(profiles, cfg.profiles.store)
+        notes += problems
     prof = profiles.get(key) if key else None
     view: dict[str, Any] = {"profile_key": key, "profile_known": False,
                             "ideal_cpus_per_gpu": None, "ideal_mem_gb_per_gpu": None,
