@@ -222,7 +222,8 @@ class Controller:
             self.metrics.errors.labels("hook-table").inc()
             log.error("could not build the hook table: %s", exc)
             return
-        self.heartbeat.publish(table)
+        if not self.heartbeat.publish(table):
+            self.metrics.errors.labels("hook-table").inc()
 
     def _act(self, rid: int, actions: list[Action], jobs: dict[int, SlurmJob]
              ) -> tuple[dict[int, str], int]:

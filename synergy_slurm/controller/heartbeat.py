@@ -57,11 +57,11 @@ class Heartbeat:
             self._round_started = None
             self._healthy = ok
 
-    def publish(self, table: HookTable) -> None:
-        """New content from a round; written at once."""
+    def publish(self, table: HookTable) -> bool:
+        """New content from a round; written at once (False if that write failed)."""
         with self._lock:
             self._table = table
-        self.beat()
+        return self.beat()
 
     # -- the beat -------------------------------------------------------------------------
     def stuck_for(self) -> float:

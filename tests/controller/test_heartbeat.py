@@ -66,3 +66,8 @@ def test_never_creates_the_hook_directory(tmp_path):
     hb = Heartbeat(tmp_path / "gone" / "t")
     hb.publish(table())
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_failed_write_is_reported(tmp_path):
+    hb = Heartbeat(tmp_path / "missing-dir" / "t")
+    assert hb.publish(table()) is False and hb.beats == 0
