@@ -106,7 +106,7 @@ def main() -> int:
     cluster = ClusterState.uniform(4)
     sim = {}
     for alloc, extra in (("proportional", {}),
-                         ("tune", {"preemptive": False, "upgrade_budget": 4,
+                         ("tune", {"preemptive": False, "requeue_budget": 4,
                                    "restart_cost_s": restart_trace_s})):
         res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
                        profiles, SimConfig(cluster, "fifo", alloc, round_s=round_s, **extra))

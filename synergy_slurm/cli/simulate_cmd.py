@@ -160,8 +160,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         base = SimConfig(cluster, round_s=round_seconds, restart_cost_s=restart_cost,
                          reference_speedups=reference_speedups, window=win,
                          opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
-                         upgrade_budget=requeue_budget if no_preempt else 0,
-                         upgrade_interval_s=requeue_interval, placement=placement)
+                         requeue_budget=requeue_budget if no_preempt else 0,
+                         requeue_interval_s=requeue_interval, placement=placement)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)

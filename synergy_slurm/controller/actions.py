@@ -6,7 +6,7 @@
   lowering them, see SLURM_FACTS.md); memory follows when the cores are not lowered.
 - A running job: requeued into a larger shape only when it opted in, the gain over its
   remaining time beats the restart cost, it was not requeued recently and the round's
-  budget allows (see :func:`requeue_upgrades`).
+  budget allows (see :func:`synergy_slurm.core.plan_round`).
 """
 
 from __future__ import annotations

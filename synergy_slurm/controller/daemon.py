@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Config
-from ..core import Plan, Profile, ProfileError, get_allocator, get_policy, make_plan
+from ..core import Plan, Profile, ProfileError, RequeueRule, get_allocator, get_policy, plan_round
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
@@ -36,7 +36,7 @@ from .classify import classify, job_spec, profile_key, requeue_ok, runnable
 from .heartbeat import Heartbeat
 from .metrics import Metrics
 from .observe import cluster_state
-from .requeue import RequeuePolicy, requeue_upgrades
+from .requeue import holdings, requeue_actions
 from .state import StateStore
 
 log = logging.getLogger(__name__)
@@ -78,8 +78,8 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.policy = get_policy(c.policy)
         self.allocator = get_allocator(c.allocator)
-        self.requeue_policy = RequeuePolicy(c.restart_cost_s, c.requeue_min_interval_s,
-                                            c.requeue_budget)
+        self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,
+                                        c.requeue_budget)
         self.optout = frozenset(cfg.hook.optout_users)
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
@@ -159,18 +159,14 @@ class Controller:
         specs = {j.job_id: job_spec(j, now, profiles) for j in managed}
         pending = [j for j in managed if runnable(j)]
         running = [j for j in managed if j.running]
-        if cluster.servers and pending:
-            plan = make_plan([specs[j.job_id] for j in pending], cluster, self.policy,
-                             self.allocator, now)
-        else:
-            plan = Plan((), {}, self.allocator.name, self.policy.name)
+        may_requeue = [(j, specs[j.job_id]) for j in running if requeue_ok(j)]
+        rp = plan_round([specs[j.job_id] for j in pending], holdings(may_requeue, cluster.fair),
+                        cluster, self.policy, self.allocator, self.requeue_rule,
+                        self.state.last_requeues(), now)
+        plan = rp.plan
         actions = strays + reconcile_pending(pending, plan, cluster.fair)
-        may_requeue = {j.job_id: j for j in running if requeue_ok(j)}
-        candidates = [(may_requeue[s.id], s) for s in
-                      self.policy.order([specs[i] for i in may_requeue], now)]
-        if cluster.servers and candidates and self.allocator.grows_running:
-            actions += requeue_upgrades(candidates, cluster, plan, self.requeue_policy,
-                                        self.state.last_requeues(), now)
+        actions += requeue_actions(rp.requeues, {j.job_id: j for j in running}, cluster.fair,
+                                   self.requeue_rule)
         by_id = {j.job_id: j for j in snap.jobs}
         results, errors = self._act(rid, actions, by_id)
         self._record(rid, managed, plan, actions, results, now)

@@ -15,19 +15,12 @@ from .plan import Allocation, Plan
 from .policies import POLICIES, Policy, get_policy
 from .profile import Profile, ProfileError, profiles_from_doc, profiles_to_doc
 from .resources import ClusterState, PerGpu, Resources, Server
-
-
-def make_plan(jobs: list[JobSpec], cluster: ClusterState, policy: Policy,
-              allocator: Allocator, now: float) -> Plan:
-    """One round: order the runnable jobs by the policy, then allocate."""
-    plan = allocator.allocate(policy.order(jobs, now), cluster)
-    return Plan(plan.allocations, plan.skipped, plan.allocator, policy.name, plan.bound,
-                plan.fallback)
-
+from .round import RequeueRule, RoundPlan, make_plan, plan_round
 
 __all__ = [
     "ALLOCATOR_NAMES", "POLICIES", "Allocation", "Allocator", "ClusterState", "GreedyAllocator",
     "JobSpec", "OptAllocator", "PerGpu", "Plan", "Policy", "Profile", "ProfileError",
-    "ProportionalAllocator", "Resources", "Server", "TuneAllocator", "get_allocator",
-    "get_policy", "make_plan", "profiles_from_doc", "profiles_to_doc",
+    "ProportionalAllocator", "RequeueRule", "Resources", "RoundPlan", "Server",
+    "TuneAllocator", "get_allocator", "get_policy", "make_plan", "plan_round",
+    "profiles_from_doc", "profiles_to_doc",
 ]

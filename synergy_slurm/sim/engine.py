@@ -19,11 +19,24 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..core import ClusterState, JobSpec, PerGpu, Profile, Server, get_allocator, get_policy
+from ..core import (
+    Allocation,
+    Allocator,
+    ClusterState,
+    JobSpec,
+    PerGpu,
+    Policy,
+    Profile,
+    RequeueRule,
+    Server,
+    get_allocator,
+    get_policy,
+    plan_round,
+)
 from ..core.allocators.tune_ref import reference_speedup
-from ..core.plan import Allocation
-from ..core.upgrade import upgrades
 from .trace import TraceJob
+
+_NO_REQUEUE = RequeueRule()
 
 
 @dataclass(frozen=True)
@@ -39,10 +52,10 @@ class SimConfig:
     # False: a running job keeps its allocation until it ends (what the controller does to
     # jobs that may not be requeued); only waiting jobs are planned, into what is free.
     preemptive: bool = True
-    # With preemptive=False: restart running jobs into idle resources when it pays (the
-    # controller's requeue), at most this many per round, each job at most every interval.
-    upgrade_budget: int = 0
-    upgrade_interval_s: float = 0.0
+    # With preemptive=False: requeue running jobs into idle resources when it pays (as the
+    # controller does), at most this many per round, each job at most every interval.
+    requeue_budget: int = 0
+    requeue_interval_s: float = 0.0
     # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
     placement: str | None = None
 
@@ -65,7 +78,7 @@ class _Job:
     finish: float | None = None
     shape: tuple | None = None
     alloc: Allocation | None = None
-    upgraded_at: float = -1e18
+    requeued_at: float = float("-inf")
     restart_debt: float = 0.0   # restart time not yet paid (a cost longer than a round)
     restarts: int = 0
 
@@ -119,6 +132,8 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
     policy = get_policy(config.policy)
     opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
     allocator = get_allocator(config.allocator, config.placement, **opts)
+    requeue = RequeueRule(config.restart_cost_s, config.requeue_interval_s,
+                          config.requeue_budget)
     cluster = config.cluster
     fair = cluster.fair
     total = cluster.total
@@ -152,17 +167,11 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
             now = max(now + rnd, math.ceil(upcoming.arrival / rnd) * rnd)
             continue
         if config.preemptive:
-            allocations = list(allocator.allocate(
-                policy.order([j.spec() for j in active.values()], now), cluster).allocations)
+            allocations = list(plan_round([j.spec() for j in active.values()], (), cluster,
+                                          policy, allocator, _NO_REQUEUE, {}, now
+                                          ).plan.allocations)
         else:
-            kept = [j.alloc for j in active.values() if j.alloc is not None]
-            waiting = [j.spec() for j in active.values() if j.alloc is None]
-            held = ClusterState(cluster.servers, fair_share=fair, reserved=tuple(
-                (name, a.share.times(n)) for a in kept for name, n in a.placement))
-            plan = allocator.allocate(policy.order(waiting, now), held) if waiting else None
-            if config.upgrade_budget and allocator.grows_running:
-                kept = _upgrade(active, held, plan, config, now)
-            allocations = kept + (list(plan.allocations) if plan else [])
+            allocations = _keep_running(active, cluster, policy, allocator, requeue, now)
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
@@ -209,21 +218,25 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
 
 
-def _upgrade(active: dict[int, _Job], held: ClusterState, plan, config: SimConfig,
-             now: float) -> list[Allocation]:
-    """The controller's requeue of running jobs into idle resources (see core.upgrade)."""
-    running = [(j.spec(), j.alloc) for j in active.values()
-               if j.alloc is not None and now - j.upgraded_at >= config.upgrade_interval_s]
-    order = {s.id: i for i, s in enumerate(get_policy(config.policy).order(
-        [s for s, _ in running], now))}
-    running.sort(key=lambda t: order[t[0].id])
-    for up in upgrades(running, held, plan, config.restart_cost_s, config.upgrade_budget):
-        job = active[up.job_id]
+def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy,
+                  allocator: Allocator, rule: RequeueRule, now: float) -> list[Allocation]:
+    """The controller's model: running jobs keep their allocation, waiting jobs are planned
+    into what is left, and running jobs are requeued into idle resources when it pays."""
+    kept = [j.alloc for j in active.values() if j.alloc is not None]
+    held = ClusterState(cluster.servers, fair_share=cluster.fair, reserved=tuple(
+        (name, a.share.times(n)) for a in kept for name, n in a.placement))
+    running = [(j.spec(), j.alloc) for j in active.values() if j.alloc is not None]
+    waiting = [j.spec() for j in active.values() if j.alloc is None]
+    last = {j.trace.job_id: j.requeued_at for j in active.values()}
+    rp = plan_round(waiting, running, held, policy, allocator, rule, last, now)
+    for rq in rp.requeues:
+        job = active[rq.job_id]
         assert job.alloc is not None
-        job.alloc = replace(job.alloc, share=up.demand.share, speedup=up.demand.speedup,
-                            how="upgraded")
-        job.upgraded_at = now
-    return [j.alloc for j in active.values() if j.alloc is not None]
+        job.alloc = replace(job.alloc, share=rq.demand.share, speedup=rq.demand.speedup,
+                            how="requeued")
+        job.requeued_at = now
+    return [j.alloc for j in active.values() if j.alloc is not None] + list(
+        rp.plan.allocations)
 
 
 def iter_seconds(profile: Profile) -> float:

@@ -102,21 +102,21 @@ def test_restart_cost_longer_than_a_round_carries_over():
     assert {j.job_id: j.finish for j in slow.jobs} == {0: 1800, 1: 600}
 
 
-def test_non_preemptive_mode_keeps_running_jobs_and_upgrades_when_it_pays():
+def test_non_preemptive_mode_keeps_running_jobs_and_requeues_when_it_pays():
     # Two hungry jobs on one 2-GPU server with 8 cores (fair share 4 cores/GPU): planned
     # together, TUNE gives both 4 cores. When the short one ends, the long one can use the
-    # idle cores only by a restart, which the upgrade step does when it pays.
+    # idle cores only by a restart, which the requeue step does when it pays.
     prof = {"h": Profile("h", (2, 4, 6), (62.5, 125), ((0.5, 0.5), (1, 1), (2, 2)),
                          iter_time_s=1.0)}
     cl = ClusterState.uniform(1, gpus=2, cpus=8, mem_gb=250)
     trace = [TraceJob(0, "h", 0, 600, 1), TraceJob(1, "h", 0, 6000, 1)]
     keep = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False))
     grow = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False,
-                                           upgrade_budget=1, restart_cost_s=60))
+                                           requeue_budget=1, restart_cost_s=60))
     j1_keep = next(j for j in keep.jobs if j.job_id == 1)
     j1_grow = next(j for j in grow.jobs if j.job_id == 1)
     assert j1_keep.restarts == 0 and j1_grow.restarts == 1
     assert j1_grow.finish < j1_keep.finish
     costly = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False,
-                                             upgrade_budget=1, restart_cost_s=1e6))
+                                             requeue_budget=1, restart_cost_s=1e6))
     assert next(j for j in costly.jobs if j.job_id == 1).restarts == 0   # never pays

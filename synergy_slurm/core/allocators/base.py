@@ -22,7 +22,7 @@ class Allocator(ABC):
     name: str = "allocator"
     # How GPUs are chosen (ledger.PLACEMENTS); set by get_allocator(..., placement=...).
     placement: str = "fullest"
-    # Whether running jobs may be grown into idle resources (core.upgrade): every Synergy
+    # Whether running jobs may be requeued into idle resources (core.requeue): every Synergy
     # allocator; not the GPU-proportional baseline.
     grows_running: bool = True
 

@@ -1,11 +1,11 @@
-"""Growing running jobs into idle resources, only when the restart pays.
+"""Requeueing running jobs into idle resources, only when the restart pays.
 
 Where running jobs keep their shape (Slurm cannot reshape a running job; it can only requeue
 it), cores and memory freed by finished jobs would sit idle while the jobs that run lowered
-keep running slowly. A job whose profile says more helps may be restarted with the best
+keep running slowly. A job whose profile says more helps may be requeued with the best
 share that now fits on its own servers, if the time that saves on its remaining work is
-larger than what a restart costs. The controller turns the result into requeues; the
-simulator applies it to model the controller.
+larger than what a restart costs. The controller sends the result as requeues; the
+simulator applies it to model the controller. ``round.plan_round`` is the one caller.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from .resources import MEM_EPS, ClusterState
 
 
 @dataclass(frozen=True)
-class Upgrade:
+class Requeue:
+    """Restart ``job_id`` with ``demand``'s share: its remaining work ends ``saves_s``
+    sooner than at its current share (before the restart's cost, which it exceeds)."""
+
     job_id: int
     demand: Demand
     saves_s: float
@@ -37,18 +40,18 @@ def free_after(cluster: ClusterState, plan: Plan | None) -> dict[str, list[float
     return free
 
 
-def upgrades(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterState,
-             plan: Plan | None, restart_cost_s: float, budget: int) -> list[Upgrade]:
-    """At most ``budget`` upgrades, in the given order (the policy's).
+def requeues(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterState,
+             plan: Plan | None, restart_cost_s: float, budget: int) -> list[Requeue]:
+    """At most ``budget`` requeues, in the given order (the policy's).
 
     ``running`` pairs each running job with what it holds now; their resources must be in
-    ``cluster.reserved``. A job is upgraded to the best point between its share and its
+    ``cluster.reserved``. A job is requeued to the best point between its share and its
     ideal that fits in what is free on each of its servers, if its remaining work
     (``remaining_s`` at proportional speed) then ends more than ``restart_cost_s`` sooner.
     """
     fair = cluster.fair
     free = free_after(cluster, plan)
-    out: list[Upgrade] = []
+    out: list[Requeue] = []
     for spec, alloc in running:
         if len(out) >= budget:
             break
@@ -71,6 +74,6 @@ def upgrades(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterStat
             for name, n in alloc.placement:
                 free[name][0] -= n * dc
                 free[name][1] -= n * dm
-            out.append(Upgrade(spec.id, d, saves))
+            out.append(Requeue(spec.id, d, saves))
             break
     return out

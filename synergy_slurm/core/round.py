@@ -1,0 +1,75 @@
+"""One scheduling round, the same for the simulator and the controller.
+
+Pending jobs are ordered by the policy and allocated into what the running jobs leave
+free; then running jobs that may be restarted are offered what is still idle, in the
+policy's order, and requeued where it pays (:mod:`.requeue`). The controller turns the
+result into Slurm actions; the simulator applies it to its model of the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .allocators import Allocator
+from .job import JobSpec
+from .plan import Allocation, Plan
+from .policies import Policy
+from .requeue import Requeue, requeues
+from .resources import ClusterState
+
+NEVER = float("-inf")
+
+
+@dataclass(frozen=True)
+class RequeueRule:
+    """When a running job may be requeued into a larger share: the restart must save more
+    than ``restart_cost_s``, at most ``budget`` jobs per round, each job at most once every
+    ``min_interval_s``. A budget of 0 requeues nothing."""
+
+    restart_cost_s: float = 0.0
+    min_interval_s: float = 0.0
+    budget: int = 0
+
+    def __post_init__(self) -> None:
+        if self.restart_cost_s < 0 or self.min_interval_s < 0 or self.budget < 0:
+            raise ValueError("requeue cost, interval and budget must not be negative")
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    plan: Plan
+    requeues: tuple[Requeue, ...] = ()
+
+
+def make_plan(jobs: Sequence[JobSpec], cluster: ClusterState, policy: Policy,
+              allocator: Allocator, now: float) -> Plan:
+    """Order the jobs by the policy, then allocate them into ``cluster``."""
+    plan = allocator.allocate(policy.order(list(jobs), now), cluster)
+    return Plan(plan.allocations, plan.skipped, plan.allocator, policy.name, plan.bound,
+                plan.fallback)
+
+
+def plan_round(pending: Sequence[JobSpec], running: Sequence[tuple[JobSpec, Allocation]],
+               cluster: ClusterState, policy: Policy, allocator: Allocator,
+               rule: RequeueRule, last_requeues: Mapping[int, float],
+               now: float) -> RoundPlan:
+    """Plan ``pending`` into ``cluster`` (whose ``reserved`` holds every running job), then
+    choose the requeues.
+
+    ``running`` pairs each running job that may be requeued with what it holds now (jobs
+    that may not be restarted, or whose gain cannot be known, are left out by the caller
+    but stay in ``cluster.reserved``). ``last_requeues`` maps job ids to when each was last
+    requeued. The GPU-proportional baseline never requeues: it has nothing to grow into.
+    """
+    if pending and cluster.servers:
+        plan = make_plan(pending, cluster, policy, allocator, now)
+    else:
+        plan = Plan((), {}, allocator.name, policy.name)
+    if not (rule.budget and running and allocator.grows_running):
+        return RoundPlan(plan)
+    due = {spec.id: (spec, alloc) for spec, alloc in running
+           if now - last_requeues.get(spec.id, NEVER) >= rule.min_interval_s}
+    ordered = [due[s.id] for s in policy.order([s for s, _ in due.values()], now)]
+    return RoundPlan(plan, tuple(requeues(ordered, cluster, plan, rule.restart_cost_s,
+                                          rule.budget)))
