@@ -22,7 +22,7 @@ the key, so a typo never silently changes behaviour.
     store = "/var/lib/synergy/profiles.db"  # measured profiles (synergy profile ...)
 
     [controller]
-    mode = "observe"                    # observe | advise | enforce
+    mode = "observe"                    # observe | enforce
     policy = "fifo"                     # fifo | srtf | las | ftf
     allocator = "tune"                  # proportional | greedy | tune | tune-ref | opt
     interval_s = 30.0                   # seconds between rounds
@@ -132,7 +132,9 @@ class ProfilesSection(_Checked):
         return [] if self.store else ["store: must name the profile database"]
 
 
-MODES = ("observe", "advise", "enforce")
+# observe: plan, record and audit, send nothing; enforce: act. (An "advise" mode that
+# differed from observe only in a label was removed: its config gets a clear error.)
+MODES = ("observe", "enforce")
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,8 @@ class ControllerSection(_Checked):
                                   ("policy", self.policy, tuple(POLICIES)),
                                   ("allocator", self.allocator, ALLOCATOR_NAMES)):
             if value not in names:
-                out.append(f"{key} = {value!r}: must be one of {', '.join(names)}")
+                hint = " ('advise' was observe under another name)" if value == "advise" else ""
+                out.append(f"{key} = {value!r}: must be one of {', '.join(names)}{hint}")
         _range(out, "interval_s", self.interval_s, 0, 86400, lo_open=True)
         _range(out, "restart_cost_s", self.restart_cost_s, 0, 86400)
         _range(out, "requeue_min_interval_s", self.requeue_min_interval_s, 0)

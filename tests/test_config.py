@@ -22,6 +22,7 @@ def test_defaults_and_values(tmp_path):
     ({"controller": {"intervall_s": 3}}, "unknown key 'intervall_s'"),
     ({"controller": {"interval_s": "fast"}}, "interval_s = 'fast' has the wrong type"),
     ({"controller": {"mode": "yolo"}}, "\\[controller\\] mode = 'yolo': must be one of"),
+    ({"controller": {"mode": "advise"}}, "must be one of observe, enforce \\('advise' was observe"),
     ({"controller": {"policy": "bogus"}}, "policy = 'bogus': must be one of fifo"),
     ({"controller": {"allocator": "nope"}}, "allocator = 'nope': must be one of"),
     ({"controller": {"metrics_port": 99999}}, "metrics_port = 99999: must be <= 65535"),

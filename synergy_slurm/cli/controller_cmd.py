@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from ..config import MODES
 from ..controller.daemon import Controller, RoundResult
 from ..controller.state import StateStore
 from ..controller.status import explain_job, select, status_lines
@@ -31,7 +32,7 @@ def controller() -> None:
 @click.option("--once", is_flag=True, help="Run one round and exit.")
 @click.option("--dry-run", is_flag=True,
               help="Plan and print, change nothing in Slurm (observe mode for this run).")
-@click.option("--mode", type=click.Choice(["observe", "advise", "enforce"]),
+@click.option("--mode", type=click.Choice(MODES),
               help="Override [controller] mode.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="With --once: json prints the round's actions as a JSON list.")
@@ -40,9 +41,9 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     and allocator, and (in enforce mode) reshape pending GPU jobs, release the jobs the
     hook held, and requeue running jobs into larger shapes when it pays.
 
-    Modes: observe (default: plan and log only), advise (also record the advice for
-    `synergy status`), enforce (act). --dry-run forces observe. Every action is written to
-    the audit log ([controller] audit_log) whatever the mode.
+    Modes: observe (default: plan, and record the plan for `synergy status` and the audit
+    log, sending nothing to Slurm) and enforce (act). --dry-run forces observe. Every
+    action is written to the audit log ([controller] audit_log) whatever the mode.
     """
     cfg = config_or_exit(config_path)
     effective = "observe" if dry_run else (mode or cfg.controller.mode)

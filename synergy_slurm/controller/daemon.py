@@ -230,7 +230,7 @@ class Controller:
             if not a.mutating:
                 result = "not sent"
             elif self.mode != "enforce":
-                result = "advised" if self.mode == "advise" else "planned (observe)"
+                result = "planned (observe)"
             else:
                 result = self._apply(a, job)
                 if not result.startswith("done"):

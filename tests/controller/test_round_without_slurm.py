@@ -114,15 +114,12 @@ def test_enforce_shapes_and_releases_a_held_job_and_records_it(tmp_path, profile
     assert parse_table((tmp_path / TABLE_NAME).read_text()).profiles["alexnet"] == (12, 125000)
 
 
-@pytest.mark.parametrize("mode, result", [("observe", "planned (observe)"),
-                                          ("advise", "advised")])
-def test_observe_and_advise_plan_and_record_but_send_nothing(tmp_path, profiles_path, mode,
-                                                             result):
-    ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), mode=mode)
+def test_observe_plans_and_records_but_sends_nothing(tmp_path, profiles_path):
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), mode="observe")
     res = ctl.run_round()
     assert writer.calls == []
-    assert res.results == {5: result}
-    assert audit(tmp_path)[0]["result"] == result
+    assert res.results == {5: "planned (observe)"}
+    assert audit(tmp_path)[0]["result"] == "planned (observe)"
     assert ctl.state.jobs()[0]["planned_cpus"] == 12
     assert not (tmp_path / TABLE_NAME).exists()       # only an enforcing controller holds
 
