@@ -19,13 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from synergy_slurm.cli.devcluster_cmd import spec_of
+from synergy_slurm import devcluster
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller
+from synergy_slurm.devcluster import local_spec
 from synergy_slurm.hook.export import build_table
 from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.slurm import devcluster
 from synergy_slurm.slurm.commands import SlurmCLI
 
 PROFILES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model_profiles.json"
@@ -37,7 +37,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    spec = spec_of(Path("/tmp/synergy-bench-ctl"), port=18217, hook=True)
+    spec = local_spec(Path("/tmp/synergy-bench-ctl"), port=18217, hook=True)
     devcluster.down(spec)
     devcluster.up(spec, timeout_s=90)
     work = Path(tempfile.mkdtemp(prefix="synergy-bench-ctl-"))

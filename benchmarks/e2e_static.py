@@ -27,15 +27,15 @@ import threading
 import time
 from pathlib import Path
 
-from synergy_slurm.cli.devcluster_cmd import spec_of
+from synergy_slurm import devcluster
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.core import ClusterState
+from synergy_slurm.devcluster import local_spec
 from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.engine import SimConfig, simulate
 from synergy_slurm.sim.runner import Workload
 from synergy_slurm.sim.trace import read_trace
-from synergy_slurm.slurm import devcluster
 from synergy_slurm.slurm.commands import SlurmCLI
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
@@ -73,7 +73,7 @@ def main() -> int:
     trace = read_trace(SHARED / "static_100job.csv", profiles)[:args.jobs]
     round_s = 300.0
     restart_trace_s = REQUEUE_WALL_S / args.scale
-    spec = spec_of(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True)
+    spec = local_spec(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True)
     work = Path(tempfile.mkdtemp(prefix="synergy-e2e-"))
     devcluster.down(spec)
     devcluster.up(spec, timeout_s=90)

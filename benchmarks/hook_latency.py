@@ -19,12 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from synergy_slurm.cli.devcluster_cmd import spec_of
+from synergy_slurm import devcluster
 from synergy_slurm.config import HookSection
+from synergy_slurm.devcluster import local_spec
 from synergy_slurm.hook.export import build_table
 from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.slurm import devcluster
 from synergy_slurm.slurm.commands import SlurmCLI
 
 PROFILES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model_profiles.json"
@@ -40,8 +40,8 @@ def main() -> int:
     ap.add_argument("--submissions", type=int, default=300, help="per cluster")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    plain = spec_of(Path("/tmp/synergy-bench-plain"), port=18017)
-    hooked = spec_of(Path("/tmp/synergy-bench-hook"), port=18117, hook=True)
+    plain = local_spec(Path("/tmp/synergy-bench-plain"), port=18017)
+    hooked = local_spec(Path("/tmp/synergy-bench-hook"), port=18117, hook=True)
     for s in (plain, hooked):
         devcluster.down(s)
         devcluster.up(s, timeout_s=90)

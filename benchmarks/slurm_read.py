@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from synergy_slurm.cli.devcluster_cmd import spec_of
-from synergy_slurm.slurm import devcluster
+from synergy_slurm import devcluster
+from synergy_slurm.devcluster import local_spec
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader, build_snapshot
 
@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    spec = spec_of(Path("/tmp/synergy-bench-cluster"), port=17917)
+    spec = local_spec(Path("/tmp/synergy-bench-cluster"), port=17917)
     devcluster.down(spec)
     devcluster.up(spec, timeout_s=90)
     try:

@@ -43,11 +43,11 @@ def slurm_cluster(request):
     Set SYNERGY_SKIP_SLURM=1 to skip the tests that need it on a machine without root."""
     if os.environ.get("SYNERGY_SKIP_SLURM") == "1":
         pytest.skip("SYNERGY_SKIP_SLURM=1")
-    from synergy_slurm.cli.devcluster_cmd import spec_of
-    from synergy_slurm.slurm import devcluster
+    from synergy_slurm import devcluster
+    from synergy_slurm.devcluster import local_spec
 
     # The hook is installed but inert until a test writes its table (no table = pass all).
-    spec = spec_of(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True)
+    spec = local_spec(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True)
     devcluster.down(spec)  # a clean cluster: leftovers of an interrupted run go
     seconds = devcluster.up(spec, install=True, timeout_s=90)
     msg = f"dev cluster: 4 nodes idle {seconds:.2f} s after start ({spec.state_dir})"

@@ -12,17 +12,16 @@ from pathlib import Path
 
 import click
 
+from .. import devcluster
 from ..config import load_config
 from ..controller.daemon import Controller
 from ..controller.state import StateStore
 from ..controller.status import status_lines
 from ..core import PerGpu
 from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
-from ..slurm import devcluster
+from ..devcluster.conf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
 from ..slurm.commands import SlurmCLI, SlurmError
-from ..slurm.devconf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
 from ..vocabulary import MB_PER_GB
-from .devcluster_cmd import spec_of
 from .errors import BadInput, Failed
 from .options import default_profiles_path, profiles_option_value
 
@@ -74,7 +73,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     if sbatch_exe is None:
         raise Failed("synergy-sbatch is not installed beside this synergy")
     state_dir = state_dir.resolve()
-    spec = spec_of(state_dir / "cluster", port=port, hook=True)
+    spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True)
     say = click.echo if fmt == "text" else (lambda *a, **k: None)
     say(f"[demo] starting a 4-node Slurm in {spec.state_dir} (port {port}) ...")
     try:

@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import click
 
-from ..slurm import devcluster
-from ..slurm.devconf import DevClusterSpec
+from .. import devcluster
+from ..devcluster.conf import DEFAULT_PORT, DevClusterSpec, local_spec
 from .errors import BadInput, Failed
 
 DIR_OPTION = click.option(
     "--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
     default=devcluster.DEFAULT_DIR, show_default=True,
     help="State directory: config, spool, logs, munge key and socket, pid files.")
-PORT_OPTION = click.option("--port", default=16817, show_default=True,
+PORT_OPTION = click.option("--port", default=DEFAULT_PORT, show_default=True,
                            type=click.IntRange(1024, 65000),
                            help="slurmctld's port; slurmd n1..nN use 17001.. (port + 184 + i).")
-
-
-def spec_of(state_dir: Path, nodes: int = 4, port: int = 16817, hook: bool = False
-            ) -> DevClusterSpec:
-    host = socket.gethostname().split(".")[0] or "localhost"
-    return DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=port,
-                          node_port_base=port + 184, hostname=host, hook=hook)
 
 
 @click.group("dev-cluster")
@@ -51,7 +43,7 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, no_install: bool,
 
     The last line printed is ``export SLURM_CONF=...``: eval it to use the cluster.
     """
-    spec = spec_of(state_dir, nodes, port, hook)
+    spec = local_spec(state_dir, nodes, port, hook)
     try:
         seconds = devcluster.up(spec, install=not no_install, timeout_s=timeout)
     except devcluster.DevClusterError as exc:
@@ -73,7 +65,7 @@ def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: b
     """Only write the cluster's config files (slurm.conf, gres.conf, cgroup.conf, fake GPU
     files) under DIR/etc; start nothing. docker-compose.slurm.yml uses this."""
     spec = DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=6817, hook=hook,
-                          containers=True) if containers else spec_of(state_dir, nodes, port,
+                          containers=True) if containers else local_spec(state_dir, nodes, port,
                                                                       hook)
     for path in devcluster.write_all_config(spec):
         click.echo(str(path))
@@ -84,11 +76,7 @@ def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: b
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def status_cmd(state_dir: Path, fmt: str) -> None:
     """Which of the cluster's daemons run, and the nodes' states."""
-    spec = spec_of(state_dir)
-    conf = spec.conf_path
-    if conf.exists():
-        nodes = sum(1 for line in conf.read_text().splitlines() if line.startswith("NodeName="))
-        spec = spec_of(state_dir, max(nodes, 1))
+    spec = devcluster.existing_spec(state_dir)
     info = devcluster.status(spec)
     if fmt == "json":
         click.echo(json.dumps(info, indent=1))
@@ -107,11 +95,7 @@ def status_cmd(state_dir: Path, fmt: str) -> None:
 def down_cmd(state_dir: Path) -> None:
     """Cancel all jobs, stop the daemons this cluster started (by pid) and remove its
     state directory."""
-    spec = spec_of(state_dir)
-    conf = spec.conf_path
-    if conf.exists():
-        nodes = sum(1 for line in conf.read_text().splitlines() if line.startswith("NodeName="))
-        spec = spec_of(state_dir, max(nodes, 1))
+    spec = devcluster.existing_spec(state_dir)
     try:
         ended = devcluster.down(spec)
     except devcluster.DevClusterError as exc:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from synergy_slurm import devcluster
 from synergy_slurm.cli.main import main
 from synergy_slurm.controller.daemon import Controller, RoundFailed
 from synergy_slurm.hook.table import TABLE_NAME, HookTable
-from synergy_slurm.slurm import devcluster
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader
 

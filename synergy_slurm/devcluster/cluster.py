@@ -1,7 +1,7 @@
 """A real Slurm cluster on this one machine, for tests and for trying synergy-slurm.
 
 ``up`` installs Slurm and munge from Debian's packages when they are missing, writes the
-config (``devconf``), starts a private munged (own key, own socket), slurmctld and one
+config (``conf``), starts a private munged (own key, own socket), slurmctld and one
 slurmd per node (``slurmd -N``), and waits until every node is idle. Everything lives under
 one state directory; nothing touches a system Slurm or munge. ``down`` cancels the jobs,
 ends only the processes whose pid files it wrote (after checking that each pid still runs
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..shipped import HOOK_LUA, shipped_file
-from .devconf import DevClusterSpec, slurm_conf, write_config
+from .conf import DevClusterSpec, local_spec, slurm_conf, write_config
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +232,17 @@ def _our_pid(path: Path, spec: DevClusterSpec) -> int | None:
     if any(b in cmd for b in ("slurmctld", "slurmd", "munged")) and path.is_relative_to(marker):
         return pid
     return None
+
+
+def existing_spec(state_dir: Path) -> DevClusterSpec:
+    """The spec of the cluster whose state is in ``state_dir`` (its node count read back
+    from its slurm.conf), to read or stop it."""
+    spec = local_spec(state_dir)
+    if spec.conf_path.exists():
+        nodes = sum(1 for line in spec.conf_path.read_text().splitlines()
+                    if line.startswith("NodeName="))
+        spec = local_spec(state_dir, max(nodes, 1))
+    return spec
 
 
 def is_running(spec: DevClusterSpec) -> bool:

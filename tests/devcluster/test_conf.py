@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synergy_slurm.slurm.devconf import DevClusterSpec, gres_conf, slurm_conf, write_config
+from synergy_slurm.devcluster.conf import DevClusterSpec, gres_conf, slurm_conf, write_config
 
 
 def test_local_config_is_private_and_paper_shaped(tmp_path: Path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synergy_slurm.slurm.devconf import DevClusterSpec, slurm_conf
+from synergy_slurm.devcluster.conf import DevClusterSpec, slurm_conf
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.slurm.yml"

@@ -1,0 +1,24 @@
+"""The local test cluster: a real Slurm on this machine (slurmctld, N slurmd with fake
+GPUs, a private munged), for the tests, the benchmarks, the demo and trials.
+
+Kept apart from :mod:`synergy_slurm.slurm`, the production adapter: this package installs
+packages and starts daemons, the adapter only reads and writes a site's Slurm.
+"""
+
+from .cluster import (
+    DEFAULT_DIR,
+    DevClusterError,
+    down,
+    env_for,
+    existing_spec,
+    status,
+    up,
+    wait_idle,
+    write_all_config,
+)
+from .conf import DevClusterSpec, local_spec
+
+__all__ = [
+    "DEFAULT_DIR", "DevClusterError", "DevClusterSpec", "down", "env_for", "existing_spec",
+    "local_spec", "status", "up", "wait_idle", "write_all_config",
+]
