@@ -77,3 +77,35 @@ def test_tune_within_ten_percent_of_opt_bound(paper_profiles, split):
     mean = {k: sum(v) / len(v) for k, v in gaps.items()}
     assert mean["tune"] < 0.10, mean
     assert mean["tune"] <= mean["tune-ref"] + 1e-9, mean
+
+
+def test_opt_never_drops_a_job_tune_would_place_on_uneven_servers():
+    """A case hypothesis found (tests/core/test_properties.py): every GPU is asked for, and
+    the LP's packing left a 1-GPU job no server with room; OPT now re-places or takes TUNE's
+    plan rather than drop it."""
+    from synergy_slurm.core import PerGpu, Profile
+
+    grid_c, grid_m = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0), (16.0, 32.0, 64.0, 128.0)
+    flat = tuple((1.0,) * 4 for _ in grid_c)
+
+    def prof(rows, ideal):
+        t = [list(r) for r in flat]
+        for (i, j), v in rows.items():
+            t[i][j] = v
+        return Profile("p", grid_c, grid_m, tuple(tuple(r) for r in t), ideal=ideal)
+
+    six = prof({(4, 0): 2.0}, PerGpu(6, 16.0))
+    servers = tuple(Server(n, Resources(g, c, m)) for n, g, c, m in (
+        ("n0", 8, 35, 256.0), ("n1", 2, 6, 32.0), ("n2", 8, 34, 256.0), ("n3", 4, 24, 64.0),
+        ("n4", 1, 3, 16.0)))
+    cluster = ClusterState(servers, (), PerGpu(3, 16.0))
+    kw = {"submitted": 1.0, "duration_s": 60.0, "remaining_s": 60.0}
+    jobs = [JobSpec(0, 1, **kw), JobSpec(1, 1, **{**kw, "submitted": 0.0},
+                                         profile=prof({}, PerGpu(1, 16.0))),
+            JobSpec(2, 1, **kw, profile=six), JobSpec(3, 12, **kw, profile=six),
+            JobSpec(4, 1, **kw),
+            JobSpec(5, 4, **kw, profile=prof({(0, 2): 2.0, (2, 0): 2.0}, PerGpu(1, 64.0))),
+            JobSpec(6, 3, **{**kw, "submitted": 0.0})]
+    for name in ("tune", "opt"):
+        plan = make_plan(jobs, cluster, FIFO, get_allocator(name), now=0)
+        assert plan.skipped == {}, (name, plan.skipped)

@@ -85,8 +85,22 @@ class OptAllocator(Allocator):
                                      self.time_limit_s)
             except StageFailed as exc:
                 note = note or str(exc)
+        base = dict(skipped)
         round_plan(admitted, s1.choice, whole, ledger, skipped)
-        return ledger.to_plan(skipped, self.name, bound=s1.bound, fallback=note)
+        if len(skipped) == len(base):
+            return ledger.to_plan(skipped, self.name, bound=s1.bound, fallback=note)
+        # The rounding left an admitted job no room (a corner of uneven servers): place
+        # every job through TUNE's steps instead of where the packing put it, and if one is
+        # still lost, take TUNE's own plan, so that OPT never drops a job TUNE would place.
+        if whole:
+            ledger, skipped = Ledger(cluster, self.placement), dict(base)
+            round_plan(admitted, s1.choice, {}, ledger, skipped)
+            if len(skipped) == len(base):
+                return ledger.to_plan(skipped, self.name, bound=s1.bound,
+                                      fallback=note or "packing lost a job: placed without it")
+        plan = self.fallback.allocate(jobs, cluster)
+        return Plan(plan.allocations, plan.skipped, self.name, bound=s1.bound,
+                    fallback=f"{self.fallback.name}: rounding the LP lost a job")
 
 
 def candidates(job: JobSpec, cluster: ClusterState) -> list[Demand]:
