@@ -26,7 +26,6 @@ from synergy_slurm.devcluster import local_spec
 from synergy_slurm.hook.export import build_table
 from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.slurm.commands import SlurmCLI
 
 PROFILES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model_profiles.json"
 
@@ -39,7 +38,7 @@ def main() -> int:
     args = ap.parse_args()
     spec = local_spec(Path("/tmp/synergy-bench-ctl"), port=18217, hook=True)
     devcluster.down(spec)
-    devcluster.up(spec, timeout_s=90)
+    _, spec = devcluster.up(spec, timeout_s=90)
     work = Path(tempfile.mkdtemp(prefix="synergy-bench-ctl-"))
     try:
         cfg = config_from_dict({
@@ -50,7 +49,7 @@ def main() -> int:
                            "audit_log": str(work / "audit.jsonl")}})
         profiles = load_profiles(PROFILES)
         build_table(cfg.hook, profiles, 24, 500000, 8).write(spec.etc / TABLE_NAME)
-        cli = SlurmCLI(str(spec.conf_path), timeout_s=120)
+        cli = devcluster.slurm_cli(spec, timeout_s=120)
         script = work / "job.sh"
         script.write_text("#!/bin/sh\nsleep 600\n")
         keys = [*sorted(profiles), "unknown-model"]

@@ -6,10 +6,11 @@ prediction of the same scaled run.
 Each job runs `python -m synergy_slurm.emulate`: its iterations take the profile's time at
 the cores and memory Slurm really gave it, times --scale (wall seconds per trace second).
 Jobs opt in to requeue (they checkpoint), so the controller may restart running jobs into
-idle resources when that pays; a requeue costs about 12 s of wall time here (Slurm's
-requeue delay with cred_expire=10), which the simulation charges as its restart cost.
+idle resources when that pays; a requeue costs about 12 s of wall time on 22.05 (Slurm's
+requeue delay with cred_expire=10) and about 2 s on 26.05 (measured by
+tests/slurm/test_release_facts.py), which the simulation charges as its restart cost.
 
-    python benchmarks/e2e_static.py [--jobs 100] [--scale 0.0167] [--json]
+    python benchmarks/e2e_static.py [--jobs 100] [--scale 0.0167] [--slurm 26.05] [--json]
 
 Prints {"proportional_makespan_s", "tune_makespan_s", "ratio", "simulated_ratio"} (wall
 seconds of the scaled runs) with --json. Needs root; takes about 1.8 x the proportional
@@ -32,6 +33,7 @@ from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.core import ClusterState
 from synergy_slurm.devcluster import local_spec
+from synergy_slurm.devcluster.releases import RELEASES
 from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.engine import SimConfig, simulate
 from synergy_slurm.sim.runner import Workload
@@ -39,7 +41,7 @@ from synergy_slurm.sim.trace import read_trace
 from synergy_slurm.slurm.commands import SlurmCLI
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
-REQUEUE_WALL_S = 12.0
+REQUEUE_WALL_S = {"22.05": 12.0, "26.05": 2.0}   # by release; 12 s when not measured
 
 
 def run_trace(cli: SlurmCLI, jobs, profiles_path: Path, scale: float, work: Path,
@@ -67,23 +69,27 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1 / 60,
                     help="wall seconds per trace second (1/60: a trace hour is a minute)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--slurm", default="system", choices=RELEASES,
+                    help="which Slurm (synergy dev-cluster up --slurm)")
     args = ap.parse_args()
     profiles_path = SHARED / "model_profiles.json"
     profiles = load_profiles(profiles_path)
     trace = read_trace(SHARED / "static_100job.csv", profiles)[:args.jobs]
     round_s = 300.0
-    restart_trace_s = REQUEUE_WALL_S / args.scale
-    spec = local_spec(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True)
+    spec = local_spec(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True, slurm=args.slurm)
     work = Path(tempfile.mkdtemp(prefix="synergy-e2e-"))
     devcluster.down(spec)
-    devcluster.up(spec, timeout_s=90)
+    _, spec = devcluster.up(spec, timeout_s=90)
+    version = devcluster.release_info(spec).get("version", "?")
+    restart_trace_s = REQUEUE_WALL_S.get(version[:5], 12.0) / args.scale
     try:
-        cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
+        cli = devcluster.slurm_cli(spec, timeout_s=60)
         prop_s = run_trace(cli, trace, profiles_path, args.scale, work, "proportional")
         cfg = config_from_dict({
-            "slurm": {"conf": str(spec.conf_path)}, "hook": {"dir": str(spec.etc)},
+            "slurm": {"conf": str(spec.conf_path), "bindir": str(cli.bindir or "")},
+            "hook": {"dir": str(spec.etc)},
             "profiles": {"file": str(profiles_path)},
-            "controller": {"mode": "enforce", "allocator": "tune",
+            "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
                            "interval_s": max(0.5, round_s * args.scale),
                            "state_db": str(work / "state.db"),
                            "audit_log": str(work / "audit.jsonl"),
@@ -111,7 +117,7 @@ def main() -> int:
         res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
                        profiles, SimConfig(cluster, "fifo", alloc, round_s=round_s, **extra))
         sim[alloc] = res.makespan_s
-    out = {"jobs": len(trace), "scale": args.scale,
+    out = {"slurm": version, "jobs": len(trace), "scale": args.scale,
            "proportional_makespan_s": round(prop_s, 1), "tune_makespan_s": round(tune_s, 1),
            "ratio": round(prop_s / tune_s, 3),
            "simulated_ratio": round(sim["proportional"] / sim["tune"], 3),

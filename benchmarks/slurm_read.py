@@ -20,7 +20,6 @@ from pathlib import Path
 
 from synergy_slurm import devcluster
 from synergy_slurm.devcluster import local_spec
-from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader, build_snapshot
 
 
@@ -32,9 +31,9 @@ def main() -> int:
     args = ap.parse_args()
     spec = local_spec(Path("/tmp/synergy-bench-cluster"), port=17917)
     devcluster.down(spec)
-    devcluster.up(spec, timeout_s=90)
+    _, spec = devcluster.up(spec, timeout_s=90)
     try:
-        cli = SlurmCLI(slurm_conf=str(spec.conf_path), timeout_s=120)
+        cli = devcluster.slurm_cli(spec, timeout_s=120)
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
             f.write("#!/bin/sh\ntrue\n")
         t0 = time.perf_counter()

@@ -270,8 +270,14 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
     end
     if hold then tags = tags .. ",synergy.held=1" end
 
-    if set_cpus then job_desc.cpus_per_tres = "gres:gpu:" .. set_cpus end
-    if set_mem then job_desc.mem_per_tres = "gres:gpu:" .. set_mem end
+    -- Per-GPU values in the form this Slurm writes GPU requests in: "gres:gpu:N" up to
+    -- 22.05, "gres/gpu:N" since 23.02 (which rejects the old form in job_desc).
+    local req = job_desc.tres_per_job
+    if req == nil or req == "" then req = job_desc.tres_per_node end
+    local gpu_tres = "gres:gpu:"
+    if tostring(req or ""):match("^gres/") then gpu_tres = "gres/gpu:" end
+    if set_cpus then job_desc.cpus_per_tres = gpu_tres .. set_cpus end
+    if set_mem then job_desc.mem_per_tres = gpu_tres .. set_mem end
     if hold then job_desc.priority = 0 end
     append_admin_comment(job_desc, tags)
     return "managed"

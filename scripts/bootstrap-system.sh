@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the test suite uses, from Debian's archive, installed only if missing:
 # Slurm and munge (the real test cluster), docker-compose (validating
-# docker-compose.slurm.yml without an engine), lua5.1 and lua-filesystem (the hook).
+# docker-compose.slurm.yml without an engine), lua5.1 and lua-filesystem (the hook),
+# mmdebstrap (root filesystems with other Slurm releases, for the release matrix).
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurmctld)
@@ -10,6 +11,7 @@ command -v sinfo >/dev/null || need+=(slurm-client)
 command -v munged >/dev/null || need+=(munge)
 command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v lua5.1 >/dev/null || need+=(lua5.1)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 # LuaFileSystem lets the hook notice a new table at once (slurmctld's Lua is 5.1).
 [ -e /usr/lib/x86_64-linux-gnu/lua/5.1/lfs.so ] || ls /usr/lib/*/lua/5.1/lfs.so >/dev/null 2>&1 \
     || need+=(lua-filesystem)

@@ -23,7 +23,7 @@ the key, so a typo never silently changes behaviour.
 
     [controller]
     mode = "observe"                    # observe | enforce
-    policy = "fifo"                     # fifo | srtf | las | ftf
+    policy = "slurm"                    # slurm (Slurm's priority order) | fifo | srtf | las | ftf
     allocator = "tune"                  # proportional | greedy | tune | tune-ref | opt
     interval_s = 30.0                   # seconds between rounds
     state_db = "/var/lib/synergy/state.db"
@@ -89,10 +89,15 @@ class _Checked:
 class SlurmSection(_Checked):
     conf: str = ""
     timeout_s: float = 30.0
+    # Where Slurm's commands are (squeue, sbatch, ...), when not on PATH: e.g. a release
+    # installed beside the system's, or a dev cluster's wrappers (synergy dev-cluster up).
+    bindir: str = ""
 
     def problems(self) -> list[str]:
         out: list[str] = []
         _range(out, "timeout_s", self.timeout_s, 0, 3600, lo_open=True)
+        if self.bindir and not self.bindir.startswith("/"):
+            out.append(f"bindir = {self.bindir!r}: must be an absolute directory")
         return out
 
 
@@ -140,7 +145,7 @@ MODES = ("observe", "enforce")
 @dataclass(frozen=True)
 class ControllerSection(_Checked):
     mode: str = "observe"
-    policy: str = "fifo"
+    policy: str = "slurm"
     allocator: str = "tune"
     interval_s: float = 30.0
     state_db: str = "/var/lib/synergy/state.db"

@@ -34,35 +34,63 @@ def paper_profiles(reference_dir: Path):
 # -- the real Slurm cluster ----------------------------------------------------------------
 TEST_CLUSTER_DIR = Path(os.environ.get("SYNERGY_TEST_CLUSTER_DIR", "/tmp/synergy-test-cluster"))
 TEST_CLUSTER_PORT = int(os.environ.get("SYNERGY_TEST_CLUSTER_PORT", "16917"))
+# Which Slurm the real-cluster tests run on: "system" or a release from a cached root
+# (22.05, 24.11, 26.05); scripts/test.sh runs the suite once per release.
+TEST_SLURM = os.environ.get("SYNERGY_TEST_SLURM", "system")
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster(request):
     """A 4-node dev cluster (32 fake GPUs) for the whole session, started with the same
-    code as ``synergy dev-cluster up`` (installing Slurm if needed) and stopped at the end.
-    Set SYNERGY_SKIP_SLURM=1 to skip the tests that need it on a machine without root."""
+    code as ``synergy dev-cluster up --slurm $SYNERGY_TEST_SLURM`` (installing Slurm or
+    building its root if needed) and stopped at the end. A release from a cached root puts
+    its commands first on PATH for the session, as a user of that cluster does. Set
+    SYNERGY_SKIP_SLURM=1 to skip the tests that need it on a machine without root."""
     if os.environ.get("SYNERGY_SKIP_SLURM") == "1":
         pytest.skip("SYNERGY_SKIP_SLURM=1")
     from synergy_slurm import devcluster
     from synergy_slurm.devcluster import local_spec
 
     # The hook is installed but inert until a test writes its table (no table = pass all).
-    spec = local_spec(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True)
-    devcluster.down(spec)  # a clean cluster: leftovers of an interrupted run go
-    seconds = devcluster.up(spec, install=True, timeout_s=90)
-    msg = f"dev cluster: 4 nodes idle {seconds:.2f} s after start ({spec.state_dir})"
+    spec = local_spec(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True,
+                      slurm=TEST_SLURM, binds=(str(shared_dir().resolve()),))
+    devcluster.down(devcluster.existing_spec(TEST_CLUSTER_DIR))  # leftovers of a broken run
+    seconds, spec = devcluster.up(spec, install=True, timeout_s=90)
+    version = devcluster.release_info(spec).get("version")
+    msg = (f"dev cluster: Slurm {version}, 4 nodes idle {seconds:.2f} s after start "
+           f"({spec.state_dir})")
     capman = request.config.pluginmanager.getplugin("capturemanager")
     with capman.global_and_fixture_disabled():
         print(f"\n{msg}", flush=True)
+    path = os.environ.get("PATH", "")
+    if spec.bindir.is_dir():
+        os.environ["PATH"] = f"{spec.bindir}:{path}"
     yield spec
+    os.environ["PATH"] = path
     devcluster.down(spec)
+
+
+def slurm_section(spec) -> str:
+    """The [slurm] section of a synergy.toml for the test cluster."""
+    bindir = f'bindir = "{spec.bindir}"\n' if spec.bindir.is_dir() else ""
+    return f'[slurm]\nconf = "{spec.conf_path}"\n{bindir}'
+
+
+@pytest.fixture(scope="session")
+def slurm_release(slurm_cluster) -> tuple[int, int]:
+    """(major, minor) of the test cluster's Slurm, e.g. (26, 5)."""
+    from synergy_slurm import devcluster
+
+    version = devcluster.release_info(slurm_cluster).get("version", "0.0")
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
 
 
 @pytest.fixture
 def slurm_cli(slurm_cluster):
-    from synergy_slurm.slurm.commands import SlurmCLI
+    from synergy_slurm import devcluster
 
-    return SlurmCLI(slurm_conf=str(slurm_cluster.conf_path), timeout_s=30)
+    return devcluster.slurm_cli(slurm_cluster, timeout_s=30)
 
 
 UNPRIVILEGED_USER = "synergy-t-user"

@@ -14,7 +14,7 @@ def test_defaults_and_values(tmp_path):
     cfg = load_config(path)
     assert cfg.controller.mode == "enforce" and cfg.controller.interval_s == 5.0
     assert cfg.hook.partitions == ("gpu", "a100") and cfg.hook.hold_unknown is True
-    assert cfg.controller.policy == "fifo" and cfg.controller.allocator == "tune"
+    assert cfg.controller.policy == "slurm" and cfg.controller.allocator == "tune"
 
 
 @pytest.mark.parametrize("doc, match", [
@@ -23,7 +23,7 @@ def test_defaults_and_values(tmp_path):
     ({"controller": {"interval_s": "fast"}}, "interval_s = 'fast' has the wrong type"),
     ({"controller": {"mode": "yolo"}}, "\\[controller\\] mode = 'yolo': must be one of"),
     ({"controller": {"mode": "advise"}}, "must be one of observe, enforce \\('advise' was observe"),
-    ({"controller": {"policy": "bogus"}}, "policy = 'bogus': must be one of fifo"),
+    ({"controller": {"policy": "bogus"}}, "policy = 'bogus': must be one of slurm, fifo"),
     ({"controller": {"allocator": "nope"}}, "allocator = 'nope': must be one of"),
     ({"controller": {"metrics_port": 99999}}, "metrics_port = 99999: must be <= 65535"),
     ({"controller": {"requeue_budget": -1}}, "requeue_budget = -1: must be >= 0"),

@@ -22,6 +22,7 @@ from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
 from ..devcluster.conf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..vocabulary import MB_PER_GB
+from .devcluster_cmd import CACHE_OPTION, SLURM_OPTION
 from .errors import BadInput, Failed
 from .options import default_profiles_path, profiles_option_value
 
@@ -46,10 +47,12 @@ from .options import default_profiles_path, profiles_option_value
 @click.option("--status-every", default=20.0, show_default=True, type=click.FloatRange(2),
               help="Seconds between progress lines.")
 @click.option("--keep", is_flag=True, help="Leave the cluster running afterwards.")
+@SLURM_OPTION
+@CACHE_OPTION
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="json: the comparison as one JSON object at the end.")
 def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, profiles_path,
-             status_every: float, keep: bool, fmt: str) -> None:
+             status_every: float, keep: bool, release: str, cache: Path, fmt: str) -> None:
     """Run a demo workload twice on a local Slurm and compare.
 
     Brings up a 4-node cluster with 8 fake GPUs, 24 cores and 500 GB per node and the
@@ -73,17 +76,20 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     if sbatch_exe is None:
         raise Failed("synergy-sbatch is not installed beside this synergy")
     state_dir = state_dir.resolve()
-    spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True)
+    spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True, slurm=release,
+                                 binds=(str(path.resolve().parent),))
     say = click.echo if fmt == "text" else (lambda *a, **k: None)
     say(f"[demo] starting a 4-node Slurm in {spec.state_dir} (port {port}) ...")
     try:
         devcluster.down(spec)
-        up_s = devcluster.up(spec, timeout_s=120)
+        up_s, spec = devcluster.up(spec, timeout_s=120, cache=cache.resolve())
     except devcluster.DevClusterError as exc:
         raise Failed(str(exc)) from None
-    say(f"[demo] 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
-        f"export SLURM_CONF={spec.conf_path} to look around")
-    cli = SlurmCLI(str(spec.conf_path), timeout_s=60)
+    version = devcluster.release_info(spec).get("version", "?")
+    path_note = f" PATH={spec.bindir}:$PATH" if spec.bindir.is_dir() else ""
+    say(f"[demo] Slurm {version}: 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
+        f"export SLURM_CONF={spec.conf_path}{path_note} to look around")
+    cli = devcluster.slurm_cli(spec, timeout_s=60)
     fair = PerGpu(DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB / MB_PER_GB)   # the partition's defaults
     mix = demo_mix(jobs, mean_s, seed)
     counts = {k: sum(j.kind == k for j in mix) for k in KINDS}
@@ -179,7 +185,10 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
 
 
 def _config_dict(spec, profiles_path: Path, d: Path) -> dict:
-    return {"slurm": {"conf": str(spec.conf_path)}, "hook": {"dir": str(spec.etc)},
+    slurm = {"conf": str(spec.conf_path)}
+    if spec.bindir.is_dir():
+        slurm["bindir"] = str(spec.bindir)
+    return {"slurm": slurm, "hook": {"dir": str(spec.etc)},
             "profiles": {"file": str(profiles_path), "store": str(d / "profiles.db")},
             "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
                            "interval_s": 2.0, "state_db": str(d / "state.db"),

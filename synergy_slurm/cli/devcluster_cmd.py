@@ -9,6 +9,7 @@ import click
 
 from .. import devcluster
 from ..devcluster.conf import DEFAULT_PORT, DevClusterSpec, local_spec
+from ..devcluster.releases import DEFAULT_CACHE, RELEASES
 from .errors import BadInput, Failed
 
 DIR_OPTION = click.option(
@@ -18,6 +19,15 @@ DIR_OPTION = click.option(
 PORT_OPTION = click.option("--port", default=DEFAULT_PORT, show_default=True,
                            type=click.IntRange(1024, 65000),
                            help="slurmctld's port; slurmd n1..nN use 17001.. (port + 184 + i).")
+SLURM_OPTION = click.option(
+    "--slurm", "release", type=click.Choice(RELEASES), default="system", show_default=True,
+    help="Which Slurm: the system's own, or Debian's 22.05 (bookworm), 24.11 (trixie) or "
+    "26.05 (sid), run from a root filesystem built once with mmdebstrap and cached "
+    "(unless it is the system's own release).")
+CACHE_OPTION = click.option(
+    "--cache", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CACHE,
+    show_default=True, help="Where the releases' root filesystems are kept "
+    "($SYNERGY_ROOT_CACHE).")
 
 
 @click.group("dev-cluster")
@@ -34,23 +44,36 @@ def dev_cluster() -> None:
 @PORT_OPTION
 @click.option("--hook", is_flag=True, help="Install job_submit_hook/job_submit.lua "
               "(JobSubmitPlugins=lua).")
+@SLURM_OPTION
+@CACHE_OPTION
+@click.option("--bind", "binds", multiple=True, type=click.Path(exists=True, file_okay=False,
+              resolve_path=True), help="With a release from a cached root: a host directory "
+              "jobs need (data, a shared file system), at the same path inside. /tmp, "
+              "/var/tmp, /home, this Python and this checkout always are. Repeatable.")
 @click.option("--no-install", is_flag=True, help="Fail instead of installing packages.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1),
               help="Seconds to wait for all nodes to be idle.")
-def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, no_install: bool,
-           timeout: float) -> None:
+def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cache: Path,
+           binds: tuple[str, ...], no_install: bool, timeout: float) -> None:
     """Start the cluster (or report the one already running there).
 
-    The last line printed is ``export SLURM_CONF=...``: eval it to use the cluster.
+    The last line printed is ``export SLURM_CONF=...`` (with ``PATH=`` for a release from a
+    cached root, whose commands are wrappers in DIR/bin): eval it to use the cluster. For
+    synergy itself, set ``[slurm] conf`` and ``[slurm] bindir`` in synergy.toml to the same.
     """
-    spec = local_spec(state_dir, nodes, port, hook)
+    spec = local_spec(state_dir, nodes, port, hook, release, binds)
     try:
-        seconds = devcluster.up(spec, install=not no_install, timeout_s=timeout)
+        seconds, spec = devcluster.up(spec, install=not no_install, timeout_s=timeout,
+                                      cache=cache.resolve())
     except devcluster.DevClusterError as exc:
         raise Failed(str(exc)) from None
-    click.echo(f"{nodes} nodes idle after {seconds:.2f} s "
+    version = devcluster.release_info(spec).get("version", "?")
+    click.echo(f"Slurm {version}: {nodes} nodes idle after {seconds:.2f} s "
                f"({nodes * 8} GPUs); state in {spec.state_dir}", err=True)
-    click.echo(f"export SLURM_CONF={spec.conf_path}")
+    if spec.bindir.is_dir():
+        click.echo(f"export SLURM_CONF={spec.conf_path} PATH={spec.bindir}:$PATH")
+    else:
+        click.echo(f"export SLURM_CONF={spec.conf_path}")
 
 
 @dev_cluster.command("config")
@@ -81,7 +104,9 @@ def status_cmd(state_dir: Path, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(info, indent=1))
     else:
-        click.echo(f"state dir: {info['state_dir']}  running: {info['running']}")
+        click.echo(f"state dir: {info['state_dir']}  running: {info['running']}  "
+                   f"Slurm: {info['slurm'] or 'unknown'}"
+                   + (f" (root {info['root']})" if info["root"] else ""))
         for name, pid in info["processes"].items():
             click.echo(f"  {name:<12} {pid if pid else 'not running'}")
         for n in info["nodes"]:

@@ -81,7 +81,7 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
         raise BadInput(str(exc)) from None
     if None in (node_cpus, node_mem_mb, node_gpus):
         try:
-            snap = SlurmReader(SlurmCLI(cfg.slurm.conf or None)).snapshot()
+            snap = SlurmReader(SlurmCLI.for_config(cfg.slurm)).snapshot()
         except SlurmError as exc:
             raise Failed(f"cannot read node sizes from Slurm ({exc}); "
                          "give --node-cpus/--node-mem-mb/--node-gpus") from None
@@ -143,7 +143,7 @@ def failsafe_cmd(config_path, dry_run: bool) -> None:
     if fresh:
         click.echo("table is fresh: the controller is running; nothing to do")
         return
-    cli = SlurmCLI(cfg.slurm.conf or None, timeout_s=cfg.slurm.timeout_s)
+    cli = SlurmCLI.for_config(cfg.slurm)
     try:
         snap = SlurmReader(cli).snapshot()
     except SlurmError as exc:

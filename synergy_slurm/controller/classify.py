@@ -85,4 +85,4 @@ def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile]) -> JobS
     return JobSpec(job.job_id, job.gpus, submitted=float(job.submit_time),
                    duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=remaining,
                    attained_s=elapsed, profile=profiles.get(key), profile_key=key,
-                   user=job.user)
+                   user=job.user, priority=job.priority)

@@ -70,7 +70,7 @@ class Controller:
         self.cfg = cfg
         c = cfg.controller
         self.mode = mode or c.mode
-        self.cli = cli or SlurmCLI(cfg.slurm.conf or None, timeout_s=cfg.slurm.timeout_s)
+        self.cli = cli or SlurmCLI.for_config(cfg.slurm)
         self.reader = reader or SlurmReader(self.cli)
         self.writer = writer or SlurmWriter(self.cli, enforce=self.mode == "enforce")
         self.state = state or StateStore(c.state_db)

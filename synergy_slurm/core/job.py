@@ -26,6 +26,9 @@ class JobSpec:
     profile: Profile | None = None
     profile_key: str = ""
     user: str = ""
+    # Slurm's priority for the job (higher starts first), where the driver knows it; 0 for
+    # a held job (Slurm computes its priority on release) and in the simulator.
+    priority: int = 0
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

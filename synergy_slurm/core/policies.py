@@ -1,4 +1,10 @@
-"""Base policies: the order in which jobs are offered GPUs (ties by arrival, then id)."""
+"""Base policies: the order in which jobs are offered GPUs (ties by arrival, then id).
+
+``slurm`` is the order Slurm's own scheduler tries jobs in within a partition: by the
+priority it computed (multifactor: fair-share, age, QOS, ...), higher first, then by
+submission time, then by job id (job_scheduler.c's queue sort). Planning in that order keeps
+the plan from counting on a job that Slurm will not start next.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,10 @@ class Policy:
 
     def order(self, jobs: Iterable[JobSpec], now: float) -> list[JobSpec]:
         return sorted(jobs, key=lambda j: (self.key(j, now), j.submitted, j.id))
+
+
+def _slurm(job: JobSpec, now: float) -> float:
+    return -float(job.priority)
 
 
 def _fifo(job: JobSpec, now: float) -> float:
@@ -38,6 +48,7 @@ def _ftf(job: JobSpec, now: float) -> float:
 
 
 POLICIES: dict[str, Policy] = {
+    "slurm": Policy("slurm", _slurm),
     "fifo": Policy("fifo", _fifo),
     "srtf": Policy("srtf", _srtf),
     "las": Policy("las", _las),

@@ -11,6 +11,9 @@ from .cluster import (
     down,
     env_for,
     existing_spec,
+    release_info,
+    slurm_cli,
+    start_slurmctld,
     status,
     up,
     wait_idle,
@@ -20,5 +23,6 @@ from .conf import DevClusterSpec, local_spec
 
 __all__ = [
     "DEFAULT_DIR", "DevClusterError", "DevClusterSpec", "down", "env_for", "existing_spec",
-    "local_spec", "status", "up", "wait_idle", "write_all_config",
+    "local_spec", "release_info", "slurm_cli", "start_slurmctld", "status", "up", "wait_idle",
+    "write_all_config",
 ]

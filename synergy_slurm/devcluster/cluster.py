@@ -11,6 +11,7 @@ our command) and removes the directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pwd
@@ -19,17 +20,21 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..shipped import HOOK_LUA, shipped_file
+from ..slurm.commands import SlurmCLI
+from . import releases
 from .conf import DevClusterSpec, local_spec, slurm_conf, write_config
+from .releases import ReleaseError, SlurmInstall
 
 log = logging.getLogger(__name__)
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua-filesystem")
 BINARIES = ("slurmctld", "slurmd", "munged", "sinfo", "squeue", "sbatch", "scontrol", "scancel")
 DEFAULT_DIR = Path("/tmp/synergy-dev-cluster")
+RELEASE_FILE = "release.json"
 
 
 class DevClusterError(RuntimeError):
@@ -42,9 +47,19 @@ class NodeState:
     state: str
 
 
+def slurm_cli(spec: DevClusterSpec, timeout_s: float = 30.0) -> SlurmCLI:
+    """Slurm's commands for this cluster (its config; its release's wrappers if any)."""
+    return SlurmCLI(str(spec.conf_path), timeout_s,
+                    str(spec.bindir) if spec.bindir.is_dir() else None)
+
+
 def env_for(spec: DevClusterSpec) -> dict[str, str]:
+    """The environment that points Slurm's commands at this cluster (its config, and its
+    release's commands first on PATH when it runs from a cached root)."""
     env = dict(os.environ)
     env["SLURM_CONF"] = str(spec.conf_path)
+    if spec.bindir.is_dir():
+        env["PATH"] = f"{spec.bindir}:{env.get('PATH', '')}"
     return env
 
 
@@ -80,12 +95,22 @@ def ensure_installed(install: bool = True) -> None:
 
 
 # -- start -------------------------------------------------------------------------------
-def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> float:
-    """Start the cluster (or find it running) and return seconds until all nodes were idle."""
+def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
+       cache: Path = releases.DEFAULT_CACHE, mirror: str = releases.DEFAULT_MIRROR
+       ) -> tuple[float, DevClusterSpec]:
+    """Start the cluster (or find it running); returns the seconds until all nodes were
+    idle (a root's first build included) and the spec it runs with."""
     if os.geteuid() != 0:
         raise DevClusterError("the dev cluster runs slurmd as root: run as root")
-    ensure_installed(install)
     t0 = time.monotonic()
+    try:
+        slurm = releases.resolve(spec.slurm, cache, mirror,
+                                 install_system=lambda: ensure_installed(install))
+    except ReleaseError as exc:
+        raise DevClusterError(str(exc)) from None
+    if slurm.root is None:
+        ensure_installed(install)
+    spec = replace(spec, plugin_dir=slurm.plugin_dir)
     if is_running(spec):
         if spec.conf_path.read_text() != slurm_conf(spec):
             raise DevClusterError(
@@ -94,7 +119,7 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
                 f"{spec.state_dir}")
         log.info("dev cluster already running in %s", spec.state_dir)
         wait_idle(spec, timeout_s)
-        return time.monotonic() - t0
+        return time.monotonic() - t0, spec
     busy = [p for p in spec.ports() if not _port_free(p)]
     if busy:
         raise DevClusterError(
@@ -110,18 +135,47 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0) -> f
     for name in spec.node_names:
         (spec.state_dir / "spool" / name).mkdir(parents=True, exist_ok=True)
     write_all_config(spec)
-    _start_munge(spec)
+    slurm.write_wrappers(spec.bindir)
+    (spec.state_dir / RELEASE_FILE).write_text(json.dumps(
+        {"slurm": spec.slurm, "version": slurm.version,
+         "root": str(slurm.root) if slurm.root else None, "plugin_dir": spec.plugin_dir,
+         "binds": list(spec.binds)}))
+    binds = releases.job_binds((str(spec.state_dir), *spec.binds))
     env = env_for(spec)
-    _run([_bin("slurmctld"), "-f", str(spec.conf_path)], env=env, timeout=30)
-    for name in spec.node_names:
-        _run([_bin("slurmd"), "-N", name, "-f", str(spec.conf_path)], env=env, timeout=30)
     try:
-        wait_idle(spec, timeout_s)
+        _start_munge(spec, slurm, binds)
+        _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], binds), env=env,
+             timeout=30)
+        for name in spec.node_names:
+            _run(_daemon(slurm, "slurmd", ["-N", name, "-f", str(spec.conf_path)], binds),
+                 env=env, timeout=30)
+        try:
+            wait_idle(spec, timeout_s)
+        except DevClusterError:
+            tail = _tail(spec.state_dir / "log" / "slurmctld.log", 15)
+            raise DevClusterError(f"nodes did not become idle within {timeout_s:.0f} s; "
+                                  f"slurmctld.log ends:\n{tail}") from None
     except DevClusterError:
-        tail = _tail(spec.state_dir / "log" / "slurmctld.log", 15)
-        raise DevClusterError(f"nodes did not become idle within {timeout_s:.0f} s; "
-                              f"slurmctld.log ends:\n{tail}") from None
-    return time.monotonic() - t0
+        # Nothing half-started stays behind (its ports would block the next try); the
+        # state directory, logs included, does.
+        _stop_processes(spec)
+        raise
+    return time.monotonic() - t0, spec
+
+
+def start_slurmctld(spec: DevClusterSpec) -> None:
+    """Start this cluster's slurmctld again (after it was stopped), from its own release."""
+    info = release_info(spec)
+    slurm = SlurmInstall(info.get("version", ""), Path(info["root"]) if info.get("root")
+                         else None)
+    binds = releases.job_binds((str(spec.state_dir), *info.get("binds", ())))
+    _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], binds), env=env_for(spec),
+         timeout=30)
+
+
+def _daemon(slurm: SlurmInstall, name: str, args: list[str], binds: list[str]) -> list[str]:
+    path = f"/usr/sbin/{name}" if slurm.root else _bin(name)
+    return slurm.daemon(path, args, binds)
 
 
 def _check_reachable(state_dir: Path) -> None:
@@ -153,7 +207,7 @@ def _install_hook(spec: DevClusterSpec) -> Path:
     return dst
 
 
-def _start_munge(spec: DevClusterSpec) -> None:
+def _start_munge(spec: DevClusterSpec, slurm: SlurmInstall, binds: list[str]) -> None:
     mdir = spec.munge_socket.parent
     key = mdir / "munge.key"
     key.write_bytes(os.urandom(1024))
@@ -166,13 +220,17 @@ def _start_munge(spec: DevClusterSpec) -> None:
     os.chown(key, uid, gid)
     key.chmod(0o400)
     mdir.chmod(0o755)
-    cmd = [_bin("munged"), f"--socket={spec.munge_socket}", f"--key-file={key}",
-           f"--pid-file={mdir / 'munged.pid'}", f"--log-file={mdir / 'munged.log'}",
-           f"--seed-file={mdir / 'munged.seed'}"]
-    if uid != 0:
-        cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *cmd]
+    args = [f"--socket={spec.munge_socket}", f"--key-file={key}",
+            f"--pid-file={mdir / 'munged.pid'}", f"--log-file={mdir / 'munged.log'}",
+            f"--seed-file={mdir / 'munged.seed'}"]
+    if slurm.root is not None:
+        # The root's munged, as root (its --force accepts that); the host needs no munge.
+        cmd = _daemon(slurm, "munged", [*args, "--force"], binds)
+    elif uid != 0:
+        cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+               _bin("munged"), *args]
     else:
-        cmd.append("--force")
+        cmd = [_bin("munged"), *args, "--force"]
     _run(cmd, timeout=30)
     deadline = time.monotonic() + 10
     while not spec.munge_socket.exists():
@@ -195,7 +253,8 @@ def wait_idle(spec: DevClusterSpec, timeout_s: float) -> None:
 
 
 def node_states(spec: DevClusterSpec) -> list[NodeState]:
-    out = _run([_bin("sinfo"), "-h", "-N", "-o", "%N %t"], env=env_for(spec), timeout=10)
+    out = _run([_client(spec, "sinfo"), "-h", "-N", "-o", "%N %t"], env=env_for(spec),
+               timeout=10)
     states = []
     for line in out.splitlines():
         parts = line.split()
@@ -235,14 +294,27 @@ def _our_pid(path: Path, spec: DevClusterSpec) -> int | None:
 
 
 def existing_spec(state_dir: Path) -> DevClusterSpec:
-    """The spec of the cluster whose state is in ``state_dir`` (its node count read back
-    from its slurm.conf), to read or stop it."""
+    """The spec of the cluster whose state is in ``state_dir`` (node count and release read
+    back from what ``up`` wrote there), to read or stop it."""
     spec = local_spec(state_dir)
     if spec.conf_path.exists():
         nodes = sum(1 for line in spec.conf_path.read_text().splitlines()
                     if line.startswith("NodeName="))
         spec = local_spec(state_dir, max(nodes, 1))
+    info = release_info(spec)
+    if info:
+        spec = replace(spec, slurm=info.get("slurm", "system"),
+                       plugin_dir=info.get("plugin_dir") or "",
+                       binds=tuple(info.get("binds", ())))
     return spec
+
+
+def release_info(spec: DevClusterSpec) -> dict:
+    """What ``up`` recorded about the Slurm it started: release asked, version, root."""
+    try:
+        return json.loads((spec.state_dir / RELEASE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def is_running(spec: DevClusterSpec) -> bool:
@@ -252,7 +324,9 @@ def is_running(spec: DevClusterSpec) -> bool:
 
 def status(spec: DevClusterSpec) -> dict:
     procs = {name: _our_pid(path, spec) for name, path in pid_files(spec).items()}
+    rel = release_info(spec)
     info: dict = {"state_dir": str(spec.state_dir), "slurm_conf": str(spec.conf_path),
+                  "slurm": rel.get("version"), "root": rel.get("root"),
                   "processes": procs, "running": all(procs.values()), "nodes": []}
     if info["running"]:
         with contextlib.suppress(DevClusterError):
@@ -280,12 +354,13 @@ def _cancel_all(spec: DevClusterSpec) -> None:
     env = env_for(spec)
     try:
         # By user: a heterogeneous job's components cannot be cancelled one by one.
-        users = set(_run([_bin("squeue"), "-h", "-o", "%u"], env=env, timeout=10).split())
+        squeue = _client(spec, "squeue")
+        users = set(_run([squeue, "-h", "-o", "%u"], env=env, timeout=10).split())
         for user in sorted(users):
-            _run([_bin("scancel"), "-u", user], env=env, timeout=10, check=False)
+            _run([_client(spec, "scancel"), "-u", user], env=env, timeout=10, check=False)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if not _run([_bin("squeue"), "-h", "-o", "%A"], env=env, timeout=10).split():
+            if not _run([squeue, "-h", "-o", "%A"], env=env, timeout=10).split():
                 return
             time.sleep(0.3)
     except DevClusterError as exc:
@@ -321,6 +396,12 @@ def _alive(pid: int) -> bool:
 
 
 # -- helpers -----------------------------------------------------------------------------
+def _client(spec: DevClusterSpec, name: str) -> str:
+    """A client command of this cluster's release: its wrapper, or the system's."""
+    wrapper = spec.bindir / name
+    return str(wrapper) if wrapper.exists() else _bin(name)
+
+
 def _bin(name: str) -> str:
     path = _which(name)
     if path is None:

@@ -35,6 +35,12 @@ class DevClusterSpec:
     cluster_name: str = "synergydev"
     # docker-compose: each node is its own host named after the node, default ports.
     containers: bool = False
+    # Which Slurm (releases.RELEASES) and, for one from a cached root, its plugin directory.
+    slurm: str = "system"
+    plugin_dir: str = ""
+    # Host directories jobs need inside a release's root besides the usual ones
+    # (releases.job_binds): data and shared file systems, as a site mounts them on nodes.
+    binds: tuple[str, ...] = ()
 
     @property
     def node_names(self) -> list[str]:
@@ -47,6 +53,11 @@ class DevClusterSpec:
     @property
     def conf_path(self) -> Path:
         return self.etc / "slurm.conf"
+
+    @property
+    def bindir(self) -> Path:
+        """Wrappers for the client commands of a Slurm from a cached root."""
+        return self.state_dir / "bin"
 
     @property
     def munge_socket(self) -> Path:
@@ -64,12 +75,14 @@ class DevClusterSpec:
 
 
 def local_spec(state_dir: Path, nodes: int = 4, port: int = DEFAULT_PORT,
-               hook: bool = False) -> DevClusterSpec:
+               hook: bool = False, slurm: str = "system", binds: tuple[str, ...] = ()
+               ) -> DevClusterSpec:
     """The single-machine cluster: slurmctld on ``port``, slurmd n1..nN on port + 184 + i,
     all on this host."""
     host = socket.gethostname().split(".")[0] or "localhost"
     return DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=port,
-                          node_port_base=port + 184, hostname=host, hook=hook)
+                          node_port_base=port + 184, hostname=host, hook=hook, slurm=slurm,
+                          binds=tuple(binds))
 
 
 def slurm_conf(spec: DevClusterSpec) -> str:
@@ -117,6 +130,8 @@ def slurm_conf(spec: DevClusterSpec) -> str:
     ]
     if spec.hook:
         lines.append("JobSubmitPlugins=lua")
+    if spec.plugin_dir:
+        lines.append(f"PluginDir={spec.plugin_dir}")
     for i, name in enumerate(spec.node_names):
         if spec.containers:
             where = f"NodeHostname={name}"

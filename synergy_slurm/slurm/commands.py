@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..config import SlurmSection
+
 log = logging.getLogger(__name__)
 
 # What may appear in an argument we pass to a Slurm command: keys, numbers, TRES strings,
@@ -58,10 +60,20 @@ class SlurmCLI:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     calls: int = 0
 
+    @classmethod
+    def for_config(cls, section: SlurmSection, timeout_s: float | None = None) -> SlurmCLI:
+        """The commands ``[slurm]`` names: its config file, bin directory and timeout."""
+        return cls(section.conf or None, section.timeout_s if timeout_s is None else timeout_s,
+                   section.bindir or None)
+
     def env(self) -> dict[str, str]:
+        """The environment of our Slurm commands, and of programs that call Slurm's in
+        turn (synergy-sbatch from the demo): this config, and this bin directory first."""
         env = dict(os.environ)
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
+        if self.bindir:
+            env["PATH"] = f"{self.bindir}:{env.get('PATH', '')}"
         env.update(self.extra_env)
         return env
 

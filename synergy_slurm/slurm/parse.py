@@ -161,7 +161,7 @@ def load_document(raw: str | bytes, key: str) -> list[Any]:
 def version_of(raw: str | bytes) -> str:
     try:
         ver = json.loads(raw)["meta"]["Slurm"]["version"]
-        return f"{ver['major']}.{ver['minor']}.{ver['micro']}"
+        return f"{ver['major']}.{int(ver['minor']):02d}.{ver['micro']}"   # 22.05, not 22.5
     except (KeyError, TypeError, ValueError):
         try:
             return str(json.loads(raw)["meta"]["slurm"]["release"])
@@ -229,6 +229,7 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
     array_id = num(rec.get("array_job_id"), 0) or None
     het_id = num(rec.get("het_job_id"), 0) or None
     limit_min = num(rec.get("time_limit"), None)
+    mem_per_gpu = per_gpu_value(text(rec.get("memory_per_tres")))
     return SlurmJob(
         job_id=job_id,
         user=text(rec.get("user_name")) or str(num(rec.get("user_id"), -1)),
@@ -244,8 +245,8 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
         num_tasks=num_tasks,
         cpus=cpus,
         cpus_per_gpu=per_gpu_value(text(rec.get("cpus_per_tres"))),
-        mem_per_gpu_mb=per_gpu_value(text(rec.get("memory_per_tres"))),
-        mem_per_node_mb=num(rec.get("memory_per_node")),
+        mem_per_gpu_mb=mem_per_gpu,
+        mem_per_node_mb=_mem_per_node(rec, req, mem_per_gpu, gpus, num_nodes),
         mem_per_cpu_mb=num(rec.get("memory_per_cpu")),
         nodes=node_names,
         alloc=alloc,
@@ -266,6 +267,28 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
         time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
         eligible_time=num(rec.get("eligible_time"), 0) or 0,
     )
+
+
+def _mem_per_node(rec: Mapping[str, Any], req: Mapping[str, str], mem_per_gpu: int | None,
+                  gpus: int, num_nodes: int) -> int | None:
+    """Memory per node when the job asked for it (``--mem``), else None.
+
+    22.05 reports ``memory_per_node`` only for ``--mem``. From 23.02 it is always set and,
+    beside memory per GPU, mirrors that per-GPU value; a ``--mem`` request then shows
+    only in the requested TRES, whose memory differs from GPUs x memory per GPU.
+    """
+    raw = rec.get("memory_per_node")
+    value = num(raw)
+    if not isinstance(raw, Mapping):
+        return value
+    if not value:
+        return None
+    if mem_per_gpu is None:
+        return value
+    asked = mem_mb(req.get("mem", "")) if req.get("mem") else 0
+    if not asked or asked == mem_per_gpu * gpus:
+        return None
+    return asked // max(num_nodes, 1)
 
 
 def _detail_gpus(detail: str) -> int:

@@ -1,7 +1,10 @@
 """Reading the cluster: one batched read of jobs, nodes and partitions per call.
 
-22.05 ignores ``-j/-t/-u`` with ``--json``, so filtering happens here. Partition defaults
-come from ``scontrol show partition -o`` (22.05 has no JSON for them).
+The release is detected on the first read (:mod:`.release`). Jobs come from ``squeue
+--json``, asked for the live states only where the release honours the filter (22.05
+ignores it, so finished jobs are also dropped here); nodes from ``sinfo --json`` on 22.05
+and ``scontrol show nodes --json`` from 23.02 (where ``sinfo --json`` has no per-node
+records); partition defaults from ``scontrol show partition -o`` on every release.
 """
 
 from __future__ import annotations
@@ -12,19 +15,34 @@ from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI
 from .model import Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
+from .release import Release, detect
 
 log = logging.getLogger(__name__)
 
-# Job states synergy cares about; finished jobs are dropped here.
-
 
 class SlurmReader:
-    def __init__(self, cli: SlurmCLI) -> None:
+    def __init__(self, cli: SlurmCLI, release: Release | None = None) -> None:
         self.cli = cli
+        self._release = release
+
+    @property
+    def release(self) -> Release:
+        """The running Slurm's release, read once (a failed read is retried next time)."""
+        if self._release is None:
+            self._release = detect(self.cli)
+            log.info("Slurm %s: filtered squeue --json %s, nodes from %s", self._release,
+                     "yes" if self._release.json_filters else "no",
+                     "scontrol --json" if self._release.scontrol_json else "sinfo --json")
+        return self._release
 
     def snapshot(self) -> Snapshot:
-        jobs_raw = self.cli.run("squeue", ["--json"])
-        nodes_raw = self.cli.run("sinfo", ["--json"])
+        rel = self.release
+        states = ["-t", ",".join(sorted(LIVE_STATES))] if rel.json_filters else []
+        jobs_raw = self.cli.run("squeue", ["--json", *states])
+        if rel.scontrol_json:
+            nodes_raw = self.cli.run("scontrol", ["show", "nodes", "--json"])
+        else:
+            nodes_raw = self.cli.run("sinfo", ["--json"])
         parts_raw = self.cli.run("scontrol", ["show", "partition", "-o"])
         return build_snapshot(jobs_raw, nodes_raw, parts_raw)
 

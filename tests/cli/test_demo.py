@@ -17,6 +17,8 @@ from synergy_slurm.core import PerGpu
 from synergy_slurm.demo import KINDS, demo_mix
 from synergy_slurm.profiles import load_profiles
 
+from ..conftest import TEST_SLURM
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -48,7 +50,8 @@ def _demo(demo_dir: Path, reference_dir: Path, *extra: str) -> subprocess.Comple
     return subprocess.run(
         [sys.executable, "-m", "synergy_slurm.cli.main", "demo", "--dir", str(demo_dir),
          "--port", "16617", "--profiles", str(reference_dir / "model_profiles.json"),
-         *extra], capture_output=True, text=True, env=env, timeout=600, check=False)
+         "--slurm", TEST_SLURM, *extra],
+        capture_output=True, text=True, env=env, timeout=600, check=False)
 
 
 @pytest.mark.slurm

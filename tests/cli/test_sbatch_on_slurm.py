@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from synergy_slurm.hook.table import TABLE_NAME
+from synergy_slurm.slurm.parse import gpu_count
 from synergy_slurm.slurm.reader import SlurmReader
 
+from ..conftest import slurm_section
 from ..hook.test_hook_on_slurm import make_table
-from ..slurm.helpers import cancel_all, wait_file, wait_for
+from ..slurm.helpers import cancel_all, per_gpu, wait_file, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -64,7 +66,7 @@ def test_synergy_options_reach_slurm_and_the_hook(sbatch, slurm_cli, tmp_path):
     a = int(res.stdout.strip())
     fa = wait_for(slurm_cli, a, {"COMPLETED"})
     assert fa["Comment"] == "synergy:profile=res18 synergy:dataset-gb=120 synergy:requeue-ok"
-    assert fa["Requeue"] == "1" and fa["CpusPerTres"] == "gres:gpu:9"
+    assert fa["Requeue"] == "1" and per_gpu(fa, "CpusPerTres") == 9
     # The script's own arguments reach it unchanged, even one spelled like an option.
     assert "cpus=9 args=--comment x" in wait_file(tmp_path / "a.out", "cpus=")
     # --no-synergy: the hook leaves it alone (no hold though it has no profile) ...
@@ -100,15 +102,14 @@ def test_templates_on_the_cluster(sbatch, slurm_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     jid = int(res.stdout.strip())
     f = wait_for(slurm_cli, jid, {"COMPLETED"})
-    assert f["CpusPerTres"] == "gres:gpu:9"       # #SBATCH --gpus=1 from the template
+    assert per_gpu(f, "CpusPerTres") == 9         # #SBATCH --gpus=1 from the template
     assert wait_file(out, "hello").count("hello slurm cpus=9") == 3
 
 
 def test_explain_and_dry_run_submit_nothing_and_explain_matches_the_hook(
         sbatch, slurm_cli, slurm_cluster, tmp_path, reference_dir):
     cfg = tmp_path / "synergy.toml"
-    cfg.write_text(f'[slurm]\nconf = "{slurm_cluster.conf_path}"\n'
-                   f'[hook]\ndir = "{slurm_cluster.etc}"\n'
+    cfg.write_text(slurm_section(slurm_cluster) + f'[hook]\ndir = "{slurm_cluster.etc}"\n'
                    f'[profiles]\nfile = "{reference_dir / "model_profiles.json"}"\n'
                    f'store = "{tmp_path / "none.db"}"\n')
     script = tmp_path / "train.sh"
@@ -129,8 +130,8 @@ def test_explain_and_dry_run_submit_nothing_and_explain_matches_the_hook(
     # What explain said is what the real hook does with the same job.
     res = sbatch("--parsable", "--profile-key", "res18", "-o", "/dev/null", str(script))
     f = fields(slurm_cli, int(res.stdout.strip()))
-    assert f["CpusPerTres"] == "gres:gpu:9" and f["Comment"] == "vision synergy:profile=res18"
-    assert "gres:gpu:2" in f.get("TresPerJob", "")
+    assert per_gpu(f, "CpusPerTres") == 9 and f["Comment"] == "vision synergy:profile=res18"
+    assert gpu_count(f.get("TresPerJob", "")) == (2, None)
 
 
 @pytest.mark.parametrize("args, code, message", [

@@ -9,6 +9,7 @@ import pytest
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.hook.table import TABLE_NAME
 
+from ..conftest import slurm_section
 from ..slurm.helpers import cancel_all
 
 
@@ -19,9 +20,7 @@ def env(slurm_cluster, slurm_cli, tmp_path, reference_dir):
     shutil.copyfile(reference_dir / "model_profiles.json", profiles)
     cfg_path = tmp_path / "synergy.toml"
     cfg_path.write_text(f"""
-[slurm]
-conf = "{slurm_cluster.conf_path}"
-timeout_s = 15
+{slurm_section(slurm_cluster)}timeout_s = 15
 [hook]
 dir = "{slurm_cluster.etc}"
 hold_unknown = true

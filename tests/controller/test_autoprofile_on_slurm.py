@@ -116,8 +116,10 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
     assert ev.what == "submitted"
     # The job's --dataset-size reaches the profiler's memory model, with the site's
     # bandwidths from [profiling].
+    # (22.05's Command shows the arguments; 26.05's only the script, its SubmitLine all.)
+    fields = ctl.reader.job_fields(ev.slurm_job)
     assert "--dataset-gb 50 --disk-gb-s 0.5 --mem-gb-s 10 --" in \
-        ctl.reader.job_fields(ev.slurm_job)["Command"]
+        fields.get("SubmitLine", fields["Command"])
     wait_for(env["cli"], ev.slurm_job, {"COMPLETED", "FAILED"}, timeout_s=90)
     failed = []
     for _ in range(5):

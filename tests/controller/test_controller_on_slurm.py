@@ -136,8 +136,7 @@ def test_slurmctld_restart_under_the_controller(env):
         time.sleep(0.1)
     with pytest.raises(RoundFailed):
         ctl.run_round()
-    subprocess.run(["slurmctld", "-f", str(spec.conf_path)], env=devcluster.env_for(spec),
-                   check=True)
+    devcluster.start_slurmctld(spec)
     devcluster.wait_idle(spec, 60)
     assert ctl.run_round().errors == 0
 

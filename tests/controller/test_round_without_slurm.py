@@ -162,3 +162,17 @@ def test_a_failed_read_records_the_round_and_raises(tmp_path, profiles_path):
     assert ctl.state.last_round()["error"] == "slurmctld down"
     assert writer.calls == []
     assert not ctl.heartbeat.beat()     # a failed round stops the heartbeat
+
+
+@pytest.mark.parametrize("policy, first", [("slurm", 2), ("fifo", 1)])
+def test_the_plan_follows_slurms_priority_by_default(tmp_path, profiles_path, policy, first):
+    # Three released jobs that each fill the node: only one can be planned. Slurm ranks
+    # job 2 first (fair-share, QOS, ... as multifactor would); FIFO would plan job 1.
+    jobs = [job(i, gpus=8, gpus_per_job=8, priority=p, reason="Priority",
+                submit_time=int(NOW) - 100 + i, admin_comment="synergy.managed=1")
+            for i, p in ((1, 10), (2, 30), (3, 20))]
+    keys = {} if policy == "slurm" else {"policy": policy}     # slurm is the default
+    ctl, _ = controller(tmp_path, profiles_path, snapshot(*jobs), **keys)
+    ctl.run_round()
+    planned = [r["job_id"] for r in ctl.state.jobs() if r["planned_cpus"] is not None]
+    assert planned == [first]

@@ -1,4 +1,4 @@
-"""The four base policies' orders (ascending keys, ties by arrival then id)."""
+"""The base policies' orders (ascending keys, ties by arrival then id)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ def ids(policy, jobs, now=1000.0):
 def test_fifo_orders_by_arrival_then_id():
     jobs = [JobSpec(3, 1, submitted=5), JobSpec(1, 1, submitted=9), JobSpec(2, 1, submitted=5)]
     assert ids("fifo", jobs) == [2, 3, 1]
+
+
+def test_slurm_orders_by_slurms_priority_then_submission_then_id():
+    # Slurm's queue sort: priority descending, then submit time, then job id.
+    jobs = [JobSpec(1, 1, submitted=1, priority=100), JobSpec(2, 1, submitted=2, priority=900),
+            JobSpec(4, 1, submitted=3, priority=500), JobSpec(3, 1, submitted=3, priority=500),
+            JobSpec(5, 1, submitted=0, priority=0)]       # held: Slurm ranks it on release
+    assert ids("slurm", jobs) == [2, 3, 4, 1, 5]
+    # Without priorities (the simulator's traces) it is FIFO.
+    plain = [JobSpec(i, 1, submitted=10 - i) for i in range(4)]
+    assert ids("slurm", plain) == ids("fifo", plain)
 
 
 def test_srtf_orders_by_remaining_time_at_proportional_speed():

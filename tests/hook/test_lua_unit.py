@@ -41,6 +41,16 @@ def test_known_profile_is_shaped_and_tagged(hook_dir):
     assert r.rc == "0"
 
 
+@pytest.mark.parametrize("request_tres, prefix", [("gres:gpu:1", "gres:gpu:"),
+                                                  ("gres/gpu:1", "gres/gpu:"),
+                                                  ("gres/gpu:a100:2", "gres/gpu:")])
+def test_the_shape_is_written_in_the_form_this_slurm_writes_requests(hook_dir, request_tres,
+                                                                     prefix):
+    # 22.05 writes "gres:gpu:N" in job_desc; 23.02+ "gres/gpu:N" and rejects the old form.
+    r, _ = one(hook_dir, {"tres_per_job": request_tres, "comment": "synergy:profile=res18"})
+    assert r.cpus_per_tres.startswith(prefix) and r.mem_per_tres.startswith(prefix)
+
+
 def test_unknown_profile_is_tagged_and_held_but_not_shaped(hook_dir):
     r, _ = one(hook_dir, {"tres_per_node": "gres:gpu:2", "comment": "synergy:profile=bert"})
     assert (r.cpus_per_tres, r.mem_per_tres) == ("", "")

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from synergy_slurm.slurm.commands import SlurmCLI
+from synergy_slurm.slurm.parse import per_gpu_value
 from synergy_slurm.slurm.reader import SlurmReader
 
 
@@ -37,6 +38,12 @@ def wait_file(path: Path, needle: str, timeout_s: float = 60) -> str:
         time.sleep(0.3)
     raise AssertionError(f"{needle!r} not in {path} after {timeout_s} s: "
                          f"{path.read_text() if path.exists() else '(missing)'}")
+
+
+def per_gpu(fields: dict[str, str], key: str) -> int | None:
+    """``CpusPerTres``/``MemPerTres`` as a number: 22.05 shows ``gres:gpu:9``, 26.05
+    ``gres/gpu:9`` (and ``gpu:3`` for a partition default)."""
+    return per_gpu_value(fields.get(key, ""))
 
 
 def cancel_all(cli: SlurmCLI) -> None:

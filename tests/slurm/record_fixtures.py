@@ -48,9 +48,14 @@ def main() -> None:
     ids.append(het.strip().split(";")[0])
     time.sleep(3)
     squeue = sh("squeue", "--json")
-    version = json.loads(squeue)["meta"]["Slurm"]["release"]
+    meta = json.loads(squeue)["meta"]
+    version = (meta.get("Slurm") or meta.get("slurm"))["release"]   # 22.05: "Slurm"
     (OUT / f"squeue_{version}.json").write_text(squeue)
-    (OUT / f"sinfo_{version}.json").write_text(sh("sinfo", "--json"))
+    if int(version.split(".")[0]) >= 23:
+        # sinfo --json has no per-node records from 23.02; the reader uses scontrol.
+        (OUT / f"nodes_{version}.json").write_text(sh("scontrol", "show", "nodes", "--json"))
+    else:
+        (OUT / f"sinfo_{version}.json").write_text(sh("sinfo", "--json"))
     (OUT / f"partitions_{version}.txt").write_text(sh("scontrol", "show", "partition", "-o"))
     (OUT / f"scontrol_jobs_{version}.txt").write_text(sh("scontrol", "show", "job", "-o"))
     sh("scancel", *ids)

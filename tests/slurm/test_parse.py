@@ -1,4 +1,6 @@
-"""The parser on recorded 22.05 output, hand-written 24.11-style output, and bad input."""
+"""The parser on output recorded from each Slurm release (tests/slurm/record_fixtures.py),
+a hand-written sample of what the dev cluster cannot produce yet (typed GPUs), and bad
+input. The same submissions parse to the same jobs on every release."""
 
 from __future__ import annotations
 
@@ -22,16 +24,29 @@ from synergy_slurm.slurm.reader import build_snapshot
 
 FIX = Path(__file__).parent / "fixtures"
 V22 = "22.05.8"
+RECORDED = sorted(p.name.removeprefix("squeue_").removesuffix(".json")
+                  for p in FIX.glob("squeue_*.json") if "handwritten" not in p.name)
 
 
-def jobs_22():
-    jobs, skipped = parse_jobs((FIX / f"squeue_{V22}.json").read_text())
+def recorded_jobs(version: str):
+    jobs, skipped = parse_jobs((FIX / f"squeue_{version}.json").read_text())
     assert skipped == []
     return {j.name + (f"#{j.job_id}" if j.name in ("array", "het") else ""): j for j in jobs}
 
 
-def test_recorded_gpu_job_kinds():
-    j = jobs_22()
+def nodes_file(version: str) -> Path:
+    """Per-node records: ``sinfo --json`` on 22.05, ``scontrol show nodes --json`` after."""
+    scontrol = FIX / f"nodes_{version}.json"
+    return scontrol if scontrol.exists() else FIX / f"sinfo_{version}.json"
+
+
+def test_every_supported_release_is_recorded():
+    assert {v.rsplit(".", 1)[0] for v in RECORDED} >= {"22.05", "26.05"}
+
+
+@pytest.mark.parametrize("version", RECORDED)
+def test_recorded_gpu_job_kinds(version):
+    j = recorded_jobs(version)
     g = j["gpus2"]
     assert (g.gpus, g.gpus_per_job, g.cpus, g.cpus_per_gpu, g.mem_per_gpu_mb) == (2, 2, 6, 3, 2048)
     assert g.state == "RUNNING" and g.nodes == ("n1",) and g.alloc[0].node == "n1"
@@ -47,26 +62,52 @@ def test_recorded_gpu_job_kinds():
     assert j["memnode"].mem_per_node_mb == 10240 and j["memnode"].requeue is False
 
 
-def test_recorded_non_gpu_held_array_and_het():
-    j = jobs_22()
+@pytest.mark.parametrize("version", RECORDED)
+def test_recorded_non_gpu_held_array_and_het(version):
+    j = recorded_jobs(version)
     assert j["nogpu"].gpus == 0 and not j["nogpu"].has_gpus
     h = j["held"]
     assert h.held and h.pending and h.priority == 0 and h.cpus_per_gpu is None
     arrays = [v for k, v in j.items() if k.startswith("array#")]
-    assert len(arrays) == 3 and {a.array_job_id for a in arrays} == {7}
+    assert len(arrays) == 3 and len({a.array_job_id for a in arrays}) == 1
+    assert sorted(a.array_task_id for a in arrays) == [0, 1, 2]
     hets = [v for k, v in j.items() if k.startswith("het#")]
-    assert {h.het_job_id for h in hets} == {10} and sorted(h.gpus for h in hets) == [0, 1]
+    assert len({h.het_job_id for h in hets}) == 1 and sorted(h.gpus for h in hets) == [0, 1]
     w = j["waits"]
     assert w.pending and not w.held and w.reason == "Resources" and w.gpus == 8
 
 
-def test_recorded_nodes_and_partitions():
-    nodes, skipped = parse_nodes((FIX / f"sinfo_{V22}.json").read_text())
+def test_the_same_submissions_parse_alike_on_every_release():
+    def view(job):
+        # A pending job's cpus differ on purpose: 24.05 made the requested cores count
+        # --cpus-per-gpu (22.05: 1 until it starts). Checked on its own below.
+        return (job.state, job.gpus, job.gpus_per_job, job.gpus_per_node,
+                job.gpus_per_task, None if job.pending else job.cpus, job.cpus_per_gpu,
+                job.mem_per_gpu_mb, job.mem_per_node_mb, job.mem_per_cpu_mb, job.held,
+                job.requeue, job.comment, job.num_nodes, job.num_tasks,
+                bool(job.array_job_id), bool(job.het_job_id), job.pending_array,
+                job.gpu_request, tuple((a.cpus, a.mem_mb, a.gpus) for a in job.alloc))
+
+    def by_name(version):
+        return sorted((j.name, view(j)) for j in recorded_jobs(version).values())
+
+    first, *rest = RECORDED
+    for version in rest:
+        assert by_name(version) == by_name(first), version
+    for version in RECORDED:
+        waits = recorded_jobs(version)["waits"]
+        newer = tuple(map(int, version.split(".")[:2])) >= (24, 5)
+        assert waits.cpus == (waits.gpus * waits.cpus_per_gpu if newer else 1), version
+
+
+@pytest.mark.parametrize("version", RECORDED)
+def test_recorded_nodes_and_partitions(version):
+    nodes, skipped = parse_nodes(nodes_file(version).read_text())
     assert skipped == [] and [n.name for n in nodes] == ["n1", "n2", "n3", "n4"]
     n1 = next(n for n in nodes if n.name == "n1")
     assert (n1.cpus, n1.mem_mb, n1.gpus) == (24, 500000, 8)
     assert n1.alloc_gpus > 0 and n1.alloc_cpus > 0 and n1.usable
-    parts, skipped = parse_partitions((FIX / f"partitions_{V22}.txt").read_text())
+    parts, skipped = parse_partitions((FIX / f"partitions_{version}.txt").read_text())
     assert skipped == []
     assert parts[0].name == "gpu" and parts[0].def_cpu_per_gpu == 3
     assert parts[0].def_mem_per_gpu_mb == 62500 and parts[0].nodes == ("n1", "n2", "n3", "n4")

@@ -1,0 +1,67 @@
+"""What the running Slurm release offers, detected once from ``scontrol --version``.
+
+Each capability names the first release that has it (docs/slurm-notes.md has the table and
+the tests behind each row). The reader and the writer ask here instead of comparing
+version numbers themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .commands import SlurmCLI, SlurmError
+
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Release:
+    major: int
+    minor: int
+    micro: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Release:
+        """``slurm-wlm 26.05.5`` / ``slurm 22.05.8`` -> Release(26, 5, 5)."""
+        m = _VERSION.search(text)
+        if not m:
+            raise ValueError(f"no Slurm version in {text.strip()[:80]!r}")
+        return cls(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor:02d}.{self.micro}"
+
+    def at_least(self, major: int, minor: int) -> bool:
+        return (self.major, self.minor) >= (major, minor)
+
+    @property
+    def json_filters(self) -> bool:
+        """``squeue --json`` honours -t/-j/-u (22.05 ignores every filter)."""
+        return self.at_least(23, 2)
+
+    @property
+    def scontrol_json(self) -> bool:
+        """``scontrol show nodes --json`` (``sinfo --json`` became a summary by partition
+        and state in 23.02 and lost the per-node records)."""
+        return self.at_least(23, 2)
+
+    @property
+    def expedited_requeue(self) -> bool:
+        """``scontrol requeue`` can restart a job at once at top priority (25.11+, with
+        ``SlurmctldParameters=enable_expedited_requeue``)."""
+        return self.at_least(25, 11)
+
+    @property
+    def running_memory_update(self) -> bool:
+        """A running job's memory can be lowered (26.05+)."""
+        return self.at_least(26, 5)
+
+
+def detect(cli: SlurmCLI) -> Release:
+    """The release of the Slurm commands ``cli`` runs."""
+    out = cli.run("scontrol", ["--version"])
+    try:
+        return Release.parse(out)
+    except ValueError as exc:
+        raise SlurmError(f"cannot tell the Slurm release: {exc}") from None

@@ -1,0 +1,47 @@
+"""The `slurm` policy (the controller's default) orders jobs as Slurm starts them: on the
+real cluster, a job an admin raised is started first by Slurm and planned first by us."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from synergy_slurm.controller.classify import job_spec
+from synergy_slurm.core import get_policy
+from synergy_slurm.hook.table import TABLE_NAME
+from synergy_slurm.slurm.reader import SlurmReader
+
+from ..slurm.helpers import cancel_all, submit, wait_for
+
+pytestmark = pytest.mark.slurm
+WHOLE_CLUSTER = ("-N4", "--gpus-per-node=8")
+
+
+def test_plan_order_is_the_order_slurm_starts_jobs_in(slurm_cli, slurm_cluster, tmp_path):
+    cancel_all(slurm_cli)
+    (slurm_cluster.etc / TABLE_NAME).unlink(missing_ok=True)   # the hook holds nothing
+    blocker = submit(slurm_cli, "sleep 6", *WHOLE_CLUSTER, "-o", "/dev/null", tmp=tmp_path)
+    wait_for(slurm_cli, blocker, {"RUNNING"})
+    ids = [submit(slurm_cli, "sleep 2", *WHOLE_CLUSTER, "-o", "/dev/null",
+                  "--comment=synergy:profile=alexnet", tmp=tmp_path) for _ in range(3)]
+    # An admin raises the last one (as fair-share or a QOS would rank it).
+    slurm_cli.run("scontrol", ["update", f"JobId={ids[2]}", "Priority=100000"])
+    snap = SlurmReader(slurm_cli).snapshot()
+    pending = [j for j in snap.jobs if j.job_id in ids]
+    assert {j.pending for j in pending} == {True}
+    # 22.05's priority/basic ranks by submission; 26.05's gives every job 1 (ties then go
+    # by submission, then id). The raised job is first either way.
+    assert max(pending, key=lambda j: j.priority).job_id == ids[2]
+    now = time.time()
+    ours = [s.id for s in get_policy("slurm").order([job_spec(j, now, {}) for j in pending],
+                                                    now)]
+    fifo = [s.id for s in get_policy("fifo").order([job_spec(j, now, {}) for j in pending],
+                                                   now)]
+    assert ours[0] == ids[2] and fifo[0] == ids[0]
+    for jid in ids:
+        wait_for(slurm_cli, jid, {"COMPLETED"}, 90)
+    reader = SlurmReader(slurm_cli)
+    starts = {jid: reader.job_fields(jid)["StartTime"] for jid in ids}   # ISO, sortable
+    assert len(set(starts.values())) == 3          # one at a time: each needs every GPU
+    assert sorted(ids, key=starts.__getitem__) == ours, starts

@@ -1,0 +1,103 @@
+"""The Slurm facts synergy relies on, checked on the release the test cluster runs
+(SYNERGY_TEST_SLURM; scripts/test.sh runs 22.05 and 26.05). Each test holds what each
+release does; docs/slurm-notes.md has the same table. A release with no recorded answer
+fails with what it did, so a new release is never assumed to behave like an old one."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from synergy_slurm.slurm.commands import SlurmError
+from synergy_slurm.slurm.reader import SlurmReader
+from synergy_slurm.slurm.writer import Shape, SlurmWriter
+
+from .helpers import cancel_all, submit, wait_file, wait_for
+from .test_real_cluster import REPORT
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(autouse=True)
+def clean(slurm_cli):
+    cancel_all(slurm_cli)
+    yield
+    cancel_all(slurm_cli)
+
+
+@pytest.fixture
+def release(slurm_release) -> str:
+    return f"{slurm_release[0]}.{slurm_release[1]:02d}"
+
+
+def expect(table: dict[str, object], release: str, seen: object) -> None:
+    assert release in table, f"no recorded answer for Slurm {release}: it did {seen!r}"
+    assert seen == table[release], f"Slurm {release}"
+
+
+def test_lowering_a_pending_job_the_scheduler_has_seen(slurm_cli, tmp_path, release):
+    """22.05 ignores a lower core count once the job was evaluated (hence the hook's hold);
+    26.05 honours it."""
+    out = tmp_path / "low.out"
+    jid = submit(slurm_cli, REPORT, "--begin=now+60", "--gpus=1", "--cpus-per-gpu=12",
+                 "-o", str(out), tmp=tmp_path)
+    time.sleep(7)   # past a scheduler pass (sched_interval=5): the job has been looked at
+    slurm_cli.run("scontrol", ["update", f"JobId={jid}", "CpusPerTres=gres:gpu:4",
+                               "TresPerJob=gres:gpu:1", "NumCPUs=4"])
+    slurm_cli.run("scontrol", ["update", f"JobId={jid}", "StartTime=now"])
+    wait_for(slurm_cli, jid, {"COMPLETED"}, 60)
+    cpus = int(wait_file(out, "cpus=").split("cpus=")[1].split()[0])
+    expect({"22.05": 12, "26.05": 4}, release, cpus)
+
+
+def test_squeue_json_honours_state_filters(slurm_cli, tmp_path, release):
+    done = submit(slurm_cli, "true", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
+    wait_for(slurm_cli, done, {"COMPLETED"}, 60)
+    doc = json.loads(slurm_cli.run("squeue", ["--json", "-t", "PENDING"]))
+    listed = any(int(j["job_id"]) == done for j in doc["jobs"])
+    expect({"22.05": True, "26.05": False}, release, listed)
+    assert SlurmReader(slurm_cli).release.json_filters is (not listed)
+
+
+def test_scontrol_json_and_the_data_parser_each_release_prints(slurm_cli, release):
+    try:
+        nodes = json.loads(slurm_cli.run("scontrol", ["show", "nodes", "--json"]))
+        parser = nodes["meta"]["plugin"].get("data_parser")
+    except (SlurmError, ValueError):
+        parser = None
+    expect({"22.05": None, "26.05": "data_parser/v0.0.45"}, release, parser)
+    assert SlurmReader(slurm_cli).release.scontrol_json is (parser is not None)
+
+
+def test_a_running_jobs_memory_cannot_be_lowered_here(slurm_cli, tmp_path, release):
+    """26.05 can lower a running job's memory, but only for jobs with an extern step
+    (PrologFlags=Contain, which needs cgroups this cluster does not use): refused here
+    on every release, with the reason each gives."""
+    jid = submit(slurm_cli, "sleep 60", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
+    wait_for(slurm_cli, jid, {"RUNNING"}, 60)
+    with pytest.raises(SlurmError) as err:
+        slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=30000"])
+    msg = str(err.value)
+    reason = ("extern step" if "extern step" in msg else
+              "not pending" if "pending" in msg.lower() else msg)
+    expect({"22.05": "not pending", "26.05": "extern step"}, release, reason)
+
+
+def test_requeue_into_a_new_shape_and_its_wall_cost(slurm_cli, tmp_path, release):
+    """requeuehold, update, release: the job runs again with the new shape; the time it
+    takes is the restart cost the controller and the simulator charge (printed)."""
+    out = tmp_path / "rq.out"
+    jid = submit(slurm_cli, REPORT + "\nsleep 300", "--gpus=1", "--requeue", "-o", str(out),
+                 "--open-mode=append", tmp=tmp_path)
+    wait_file(out, "restarts=0", 60)
+    job = SlurmReader(slurm_cli).snapshot().job(jid)
+    assert job is not None
+    t0 = time.monotonic()
+    SlurmWriter(slurm_cli, enforce=True).requeue_reshape(job, Shape(6, 62500))
+    text = wait_file(out, "restarts=1", 120)
+    seconds = time.monotonic() - t0
+    print(f"\nSlurm {release}: requeue into a new shape ran again after {seconds:.1f} s")
+    assert "cpus=6" in text.split("restarts=1")[0].splitlines()[-1]
+    assert seconds < 60
