@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Config
-from ..core import Plan, Profile, ProfileError, RequeueRule, get_allocator, get_policy, plan_round
+from ..core import (
+    ClusterState,
+    Plan,
+    Profile,
+    ProfileError,
+    RequeueRule,
+    get_allocator,
+    get_policy,
+    plan_round,
+)
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
@@ -137,7 +146,7 @@ class Controller:
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
-            self._write_hook_table(snap, profiles, now)
+            self._write_hook_table(cluster, profiles, now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
         strays: list[Action] = []
@@ -205,15 +214,17 @@ class Controller:
                 e.user, f"{e.what}: {e.detail}" if e.detail else e.what)
         return events
 
-    def _write_hook_table(self, snap: Snapshot, profiles: dict[str, Profile],
+    def _write_hook_table(self, cluster: ClusterState, profiles: dict[str, Profile],
                           now: float) -> None:
-        nodes = [n for n in snap.nodes if n.gpus and set(n.partitions) & set(
-            self.cfg.hook.partitions)]
-        if not nodes:
+        """The table's node shape is the smallest managed server's, partition limits
+        applied (observe.cluster_state), so the hook never shapes past them either."""
+        caps = [s.capacity for s in cluster.servers]
+        if not caps:
             return
         try:
-            table = build_table(self.cfg.hook, profiles, min(n.cpus for n in nodes),
-                                min(n.mem_mb for n in nodes), min(n.gpus for n in nodes), now)
+            table = build_table(self.cfg.hook, profiles, min(c.cpus for c in caps),
+                                round(min(c.mem_gb for c in caps) * MB_PER_GB),
+                                min(c.gpus for c in caps), now)
         except TableError as exc:
             self.metrics.errors.labels("hook-table").inc()
             log.error("could not build the hook table: %s", exc)

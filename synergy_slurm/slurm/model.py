@@ -131,6 +131,9 @@ class SlurmPartition:
     def_cpu_per_gpu: int | None = None
     def_mem_per_gpu_mb: int | None = None
     default: bool = False
+    # Partition limits on what one job may use per node (None: UNLIMITED).
+    max_cpus_per_node: int | None = None
+    max_mem_per_node_mb: int | None = None
 
 
 @dataclass(frozen=True)

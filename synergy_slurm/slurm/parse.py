@@ -402,10 +402,19 @@ def parse_partitions(raw: str) -> tuple[list[SlurmPartition], list[Skipped]]:
                 else None,
                 def_mem_per_gpu_mb=int(defaults["DefMemPerGPU"]) if "DefMemPerGPU" in defaults
                 else None,
-                default=fields.get("Default") == "YES"))
+                default=fields.get("Default") == "YES",
+                max_cpus_per_node=_limit(fields.get("MaxCPUsPerNode")),
+                max_mem_per_node_mb=_limit(fields.get("MaxMemPerNode"))))
         except ValueError as exc:
             skipped.append(Skipped(f"partition {name}", str(exc)))
     return parts, skipped
+
+
+def _limit(value: str | None) -> int | None:
+    """A partition limit: a number, or None for UNLIMITED / absent."""
+    if value is None or value.upper() in ("UNLIMITED", "NONE", ""):
+        return None
+    return int(value)
 
 
 def parse_kv_line(line: str) -> dict[str, str]:

@@ -25,13 +25,16 @@ def test_plan_order_is_the_order_slurm_starts_jobs_in(slurm_cli, slurm_cluster, 
     wait_for(slurm_cli, blocker, {"RUNNING"})
     ids = [submit(slurm_cli, "sleep 2", *WHOLE_CLUSTER, "-o", "/dev/null",
                   "--comment=synergy:profile=alexnet", tmp=tmp_path) for _ in range(3)]
-    # An admin raises the last one (as fair-share or a QOS would rank it).
-    slurm_cli.run("scontrol", ["update", f"JobId={ids[2]}", "Priority=100000"])
+    # An admin raises the last one above the others (as fair-share or a QOS would rank
+    # it). 22.05's priority/basic counts down from 2^32 - 2^16; 26.05's gives every job 1.
+    top = max(j.priority for j in SlurmReader(slurm_cli).snapshot().jobs if j.job_id in ids)
+    slurm_cli.run("scontrol", ["update", f"JobId={ids[2]}",
+                               f"Priority={min(top + 1000, 2**32 - 3)}"])
     snap = SlurmReader(slurm_cli).snapshot()
     pending = [j for j in snap.jobs if j.job_id in ids]
     assert {j.pending for j in pending} == {True}
-    # 22.05's priority/basic ranks by submission; 26.05's gives every job 1 (ties then go
-    # by submission, then id). The raised job is first either way.
+    # The others keep Slurm's own ranks (by submission on 22.05; equal on 26.05, where
+    # ties go by submission, then id).
     assert max(pending, key=lambda j: j.priority).job_id == ids[2]
     now = time.time()
     ours = [s.id for s in get_policy("slurm").order([job_spec(j, now, {}) for j in pending],

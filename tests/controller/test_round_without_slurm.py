@@ -68,9 +68,9 @@ def job(job_id: int, **kw) -> SlurmJob:
     return SlurmJob(job_id, **base)
 
 
-def snapshot(*jobs: SlurmJob, nodes=None) -> Snapshot:
+def snapshot(*jobs: SlurmJob, nodes=None, **limits) -> Snapshot:
     return Snapshot(tuple(jobs), tuple(nodes or [node()]),
-                    (SlurmPartition("gpu", ("n1",), 3, 62500, True),), "22.05.8")
+                    (SlurmPartition("gpu", ("n1",), 3, 62500, True, **limits),), "22.05.8")
 
 
 def controller(tmp_path, paper_profiles_path, snap, mode="enforce", fail=frozenset(),
@@ -176,3 +176,19 @@ def test_the_plan_follows_slurms_priority_by_default(tmp_path, profiles_path, po
     ctl.run_round()
     planned = [r["job_id"] for r in ctl.state.jobs() if r["planned_cpus"] is not None]
     assert planned == [first]
+
+
+def test_partition_limits_cap_every_shape(tmp_path, profiles_path):
+    # alexnet wants 12 cores and 125 GB per GPU; the partition allows a job 16 cores and
+    # 200 GB per node, so 2 GPUs get at most 8 cores and 100 GB each (never a shape Slurm
+    # would leave pending for ever), and the hook's table is capped the same way.
+    two = job(5, gpus=2, gpus_per_job=2)
+    snap = snapshot(two, max_cpus_per_node=16, max_mem_per_node_mb=200_000)
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.run_round()
+    (call,) = [c for c in writer.calls if c[0] == "reshape"]
+    shape = call[2]
+    assert shape.cpus_per_gpu * 2 <= 16 and shape.mem_per_gpu_mb * 2 <= 200_000
+    assert shape.cpus_per_gpu > 3                       # still above the proportional 3
+    table = parse_table((tmp_path / TABLE_NAME).read_text())
+    assert (table.node_cpus, table.node_mem_mb) == (16, 200_000)

@@ -111,6 +111,12 @@ def test_recorded_nodes_and_partitions(version):
     assert skipped == []
     assert parts[0].name == "gpu" and parts[0].def_cpu_per_gpu == 3
     assert parts[0].def_mem_per_gpu_mb == 62500 and parts[0].nodes == ("n1", "n2", "n3", "n4")
+    assert parts[0].max_cpus_per_node is None and parts[0].max_mem_per_node_mb is None
+    capped = (FIX / f"partitions_{version}.txt").read_text().replace(
+        "MaxCPUsPerNode=UNLIMITED", "MaxCPUsPerNode=16").replace(
+        "MaxMemPerNode=UNLIMITED", "MaxMemPerNode=200000")
+    (part,), _ = parse_partitions(capped)
+    assert (part.max_cpus_per_node, part.max_mem_per_node_mb) == (16, 200_000)
 
 
 def test_snapshot_drops_finished_jobs_and_keeps_the_version():
