@@ -114,8 +114,8 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
     if is_running(spec):
         if spec.conf_path.read_text() != slurm_conf(spec):
             raise DevClusterError(
-                f"a dev cluster with another configuration (nodes, ports or --hook) runs in "
-                f"{spec.state_dir}; stop it first: synergy dev-cluster down --dir "
+                f"a dev cluster with another configuration (nodes, ports, --hook, --slurm) runs "
+                f"in {spec.state_dir}; stop it first: synergy dev-cluster down --dir "
                 f"{spec.state_dir}")
         log.info("dev cluster already running in %s", spec.state_dir)
         wait_idle(spec, timeout_s)
