@@ -46,21 +46,38 @@ REQUEUE_WALL_S = {"22.05": 12.0, "26.05": 2.0}   # by release; 12 s when not mea
 
 def run_trace(cli: SlurmCLI, jobs, profiles_path: Path, scale: float, work: Path,
               tag: str) -> float:
-    """Submit every job at once, wait until all are gone; wall seconds."""
+    """Submit every job at once, wait until all are gone; wall seconds. A job that did not
+    complete makes the run worthless: that is an error, not a short makespan."""
     state = work / tag
     state.mkdir()
     t0 = time.monotonic()
+    ids = []
     for j in jobs:
         cmd = (f"exec {sys.executable} -m synergy_slurm.emulate --profiles {profiles_path} "
                f"--model {j.model} --iterations {j.iterations} --scale {scale} "
                f"--state {state}/job{j.job_id}.state")
-        cli.run("sbatch", [f"--gpus={j.gpus}", "--requeue", "--open-mode=append",
-                           f"--comment=synergy:profile={j.model} synergy:requeue-ok",
-                           "--time=1440", f"--job-name=e2e{j.job_id}",
-                           "-o", str(state / f"job{j.job_id}.out"), "--wrap", cmd])
+        out = cli.run("sbatch", ["--parsable", f"--gpus={j.gpus}", "--requeue",
+                                 "--open-mode=append",
+                                 f"--comment=synergy:profile={j.model} synergy:requeue-ok",
+                                 "--time=1440", f"--job-name=e2e{j.job_id}",
+                                 "-o", str(state / f"job{j.job_id}.out"), "--wrap", cmd])
+        ids.append((j.job_id, out.strip().split(";")[0]))
     while cli.run("squeue", ["-h", "-o", "%A"]).split():
         time.sleep(0.5)
-    return time.monotonic() - t0
+    seconds = time.monotonic() - t0
+    failed = [str(tid) for tid, _ in ids if "finished at" not in _read(
+        state / f"job{tid}.out")]     # the emulated job's last line when it ran to the end
+    if failed:
+        raise SystemExit(f"{tag}: {len(failed)} jobs did not complete, e.g. trace jobs "
+                         f"{', '.join(failed[:5])}; see {state}/job*.out")
+    return seconds
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def main() -> int:
@@ -76,7 +93,8 @@ def main() -> int:
     profiles = load_profiles(profiles_path)
     trace = read_trace(SHARED / "static_100job.csv", profiles)[:args.jobs]
     round_s = 300.0
-    spec = local_spec(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True, slurm=args.slurm)
+    spec = local_spec(Path("/tmp/synergy-bench-e2e"), port=18317, hook=True, slurm=args.slurm,
+                      binds=(str(SHARED),))
     work = Path(tempfile.mkdtemp(prefix="synergy-e2e-"))
     devcluster.down(spec)
     _, spec = devcluster.up(spec, timeout_s=90)
