@@ -6,9 +6,10 @@ prediction of the same scaled run.
 Each job runs `python -m synergy_slurm.emulate`: its iterations take the profile's time at
 the cores and memory Slurm really gave it, times --scale (wall seconds per trace second).
 Jobs opt in to requeue (they checkpoint), so the controller may restart running jobs into
-idle resources when that pays; a requeue costs about 12 s of wall time on 22.05 (Slurm's
-requeue delay with cred_expire=10) and about 2 s on 26.05 (measured by
-tests/slurm/test_release_facts.py), which the simulation charges as its restart cost.
+idle resources when that pays; the simulation charges a requeue's wall time as its restart
+cost: 12 s on 22.05 (measured when this benchmark was written) and 2 s on 26.05. The
+release-facts test measured 1.9 s on both on 2026-12-03
+(tests/slurm/test_release_facts.py -k requeue -s), so the 22.05 figure is likely high.
 
     python benchmarks/e2e_static.py [--jobs 100] [--scale 0.0167] [--slurm 26.05] [--json]
 
