@@ -103,13 +103,14 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
     if os.geteuid() != 0:
         raise DevClusterError("the dev cluster runs slurmd as root: run as root")
     t0 = time.monotonic()
+    if spec.slurm == releases.SYSTEM:
+        ensure_installed(install)       # Debian's Slurm and munge, when missing
     try:
-        slurm = releases.resolve(spec.slurm, cache, mirror,
-                                 install_system=lambda: ensure_installed(install))
+        slurm = releases.resolve(spec.slurm, cache, mirror)
     except ReleaseError as exc:
         raise DevClusterError(str(exc)) from None
     if slurm.root is None:
-        ensure_installed(install)
+        ensure_installed(install)       # the system's release asked by number: munge too
     spec = replace(spec, plugin_dir=slurm.plugin_dir)
     if is_running(spec):
         if spec.conf_path.read_text() != slurm_conf(spec):
@@ -140,7 +141,7 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
         {"slurm": spec.slurm, "version": slurm.version,
          "root": str(slurm.root) if slurm.root else None, "plugin_dir": spec.plugin_dir,
          "binds": list(spec.binds)}))
-    binds = releases.job_binds((str(spec.state_dir), *spec.binds))
+    binds = _binds(spec)
     env = env_for(spec)
     try:
         _start_munge(spec, slurm, binds)
@@ -168,9 +169,13 @@ def start_slurmctld(spec: DevClusterSpec) -> None:
     info = release_info(spec)
     slurm = SlurmInstall(info.get("version", ""), Path(info["root"]) if info.get("root")
                          else None)
-    binds = releases.job_binds((str(spec.state_dir), *info.get("binds", ())))
-    _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], binds), env=env_for(spec),
-         timeout=30)
+    _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], _binds(spec)),
+         env=env_for(spec), timeout=30)
+
+
+def _binds(spec: DevClusterSpec) -> list[str]:
+    """Host paths the daemons of a release from a root see (its jobs run there)."""
+    return releases.job_binds((str(spec.state_dir), *spec.binds))
 
 
 def _daemon(slurm: SlurmInstall, name: str, args: list[str], binds: list[str]) -> list[str]:

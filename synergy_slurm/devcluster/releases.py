@@ -26,7 +26,6 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,19 +109,15 @@ def system_version() -> str | None:
     return m.group(0) if m else None
 
 
-def resolve(release: str, cache: Path = DEFAULT_CACHE, mirror: str = DEFAULT_MIRROR,
-            install_system: Callable[[], None] | None = None) -> SlurmInstall:
-    """The install for ``release``: "system" (installed from Debian when missing, through
-    ``install_system``), or one of SUITES: the system's own when it is that release, else a
-    cached root (built on first use)."""
+def resolve(release: str, cache: Path = DEFAULT_CACHE, mirror: str = DEFAULT_MIRROR
+            ) -> SlurmInstall:
+    """The install for ``release``: "system" (which must be installed), or one of SUITES:
+    the system's own when it is that release, else a cached root (built on first use)."""
     if release not in RELEASES:
         raise ReleaseError(f"unknown Slurm release {release!r}; choose from "
                            f"{', '.join(RELEASES)}")
     version = system_version()
     if release == SYSTEM or (version and version.startswith(release + ".")):
-        if version is None and install_system is not None:
-            install_system()
-            version = system_version()
         if version is None:
             raise ReleaseError("no Slurm installed on this system (slurmctld not found)")
         return SlurmInstall(version)
@@ -138,8 +133,7 @@ def root_version(root: Path) -> str:
     except OSError as exc:
         raise ReleaseError(f"{root} is not a Debian root: {exc}") from None
     for block in text.split("\n\n"):
-        if "\nPackage: slurmctld\n" in "\n" + block + "\n" or block.startswith(
-                "Package: slurmctld\n"):
+        if re.search(r"^Package: slurmctld$", block, re.M):
             m = re.search(r"^Version: (\S+)", block, re.M)
             if m and (v := _VERSION.search(m.group(1))):
                 return v.group(0)

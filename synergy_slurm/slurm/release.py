@@ -46,17 +46,6 @@ class Release:
         and state in 23.02 and lost the per-node records)."""
         return self.at_least(23, 2)
 
-    @property
-    def expedited_requeue(self) -> bool:
-        """``scontrol requeue`` can restart a job at once at top priority (25.11+, with
-        ``SlurmctldParameters=enable_expedited_requeue``)."""
-        return self.at_least(25, 11)
-
-    @property
-    def running_memory_update(self) -> bool:
-        """A running job's memory can be lowered (26.05+)."""
-        return self.at_least(26, 5)
-
 
 def detect(cli: SlurmCLI) -> Release:
     """The release of the Slurm commands ``cli`` runs."""

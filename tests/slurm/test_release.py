@@ -28,9 +28,8 @@ def test_unparsable_version_is_an_error():
 def test_capabilities_by_release():
     old, mid, new = Release(22, 5, 8), Release(24, 11, 5), Release(26, 5, 5)
     assert not old.json_filters and not old.scontrol_json
-    assert mid.json_filters and mid.scontrol_json and not mid.expedited_requeue
-    assert new.expedited_requeue and new.running_memory_update
-    assert not mid.running_memory_update and Release(25, 11).expedited_requeue
+    assert mid.json_filters and mid.scontrol_json and new.json_filters
+    assert Release(23, 2).scontrol_json and not Release(22, 5).json_filters
 
 
 class RecordedCLI:
