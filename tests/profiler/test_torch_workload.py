@@ -64,11 +64,12 @@ def test_profile_of_a_pytorch_pipeline_is_monotone_and_stored(jpeg_dir, tmp_path
           + ", ".join(f"{k}: {v:.0f}" for k, v in sorted(curve.items())))
     assert 2 <= len(curve) <= 8
     ks = sorted(curve)
-    # Monotone up to timing noise: neighbouring 1/8-core steps measured on a busy 2-core
-    # machine came out up to ~2% the wrong way (300 vs 296 samples/s with another test
-    # running); 10% is far below the rise the quota makes.
-    for lo, hi in itertools.pairwise(ks):
-        assert curve[hi] > 0.9 * curve[lo], f"not monotone: {curve}"
+    # Monotone where the quota step is bigger than the timing noise. Neighbouring 1/8-core
+    # steps are not: on a busy CI machine 7/8 of a core measured 330 samples/s and the
+    # whole core 290 (12% the wrong way). Allotments 1.5x apart differ by far more.
+    for lo, hi in itertools.combinations(ks, 2):
+        if hi >= 1.5 * lo:
+            assert curve[hi] > curve[lo], f"not monotone: {curve}"
     # 1/8 of a core cannot run the pipeline as fast as a whole one: the quota bites.
     assert curve[max(ks)] > 1.5 * curve[min(ks)]
     stored = ProfileStore(db).get("torch-jpeg")
