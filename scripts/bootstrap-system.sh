@@ -2,13 +2,17 @@
 # System packages the test suite uses, from Debian's archive, installed only if missing:
 # Slurm and munge (the real test cluster), docker-compose (validating
 # docker-compose.slurm.yml without an engine), lua5.1 and lua-filesystem (the hook),
-# mmdebstrap (root filesystems with other Slurm releases, for the release matrix).
+# mmdebstrap (root filesystems with other Slurm releases, for the release matrix),
+# slurmdbd and mariadb-server (the cluster's accounting: a private database, never the
+# system's service).
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)
 command -v sinfo >/dev/null || need+=(slurm-client)
 command -v munged >/dev/null || need+=(munge)
+command -v slurmdbd >/dev/null || [ -x /usr/sbin/slurmdbd ] || need+=(slurmdbd)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v lua5.1 >/dev/null || need+=(lua5.1)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)

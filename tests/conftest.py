@@ -41,8 +41,9 @@ TEST_SLURM = os.environ.get("SYNERGY_TEST_SLURM", "system")
 
 @pytest.fixture(scope="session")
 def slurm_cluster(request):
-    """A 4-node dev cluster (32 fake GPUs) for the whole session, started with the same
-    code as ``synergy dev-cluster up --slurm $SYNERGY_TEST_SLURM`` (installing Slurm or
+    """A 4-node dev cluster (32 fake GPUs) with a site's accounting (slurmdbd, MariaDB,
+    multifactor priority) for the whole session, started with the same code as
+    ``synergy dev-cluster up --accounting --slurm $SYNERGY_TEST_SLURM`` (installing Slurm or
     building its root if needed) and stopped at the end. A release from a cached root puts
     its commands first on PATH for the session, as a user of that cluster does. Set
     SYNERGY_SKIP_SLURM=1 to skip the tests that need it on a machine without root."""
@@ -53,9 +54,11 @@ def slurm_cluster(request):
 
     # The hook is installed but inert until a test writes its table (no table = pass all).
     spec = local_spec(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True,
-                      slurm=TEST_SLURM, binds=(str(shared_dir().resolve()),))
+                      slurm=TEST_SLURM, binds=(str(shared_dir().resolve()),),
+                      accounting=True)
     devcluster.down(devcluster.existing_spec(TEST_CLUSTER_DIR))  # leftovers of a broken run
     seconds, spec = devcluster.up(spec, install=True, timeout_s=90)
+    devcluster.add_user(spec, UNPRIVILEGED_USER)
     version = devcluster.release_info(spec).get("version")
     msg = (f"dev cluster: Slurm {version}, 4 nodes idle {seconds:.2f} s after start "
            f"({spec.state_dir})")

@@ -50,18 +50,23 @@ def dev_cluster() -> None:
               resolve_path=True), help="With a release from a cached root: a host directory "
               "jobs need (data, a shared file system), at the same path inside. /tmp, "
               "/var/tmp, /home, this Python and this checkout always are. Repeatable.")
+@click.option("--accounting", is_flag=True,
+              help="A site's accounting: slurmdbd over a private MariaDB (port + 2, data in "
+              "DIR/mariadb), associations and QOS enforced, priority/multifactor with "
+              "fair-share, job accounting gathered. Accounts lab-a (root's default) and "
+              "lab-b; QOS normal, standard, urgent. Adds a few seconds to start-up.")
 @click.option("--no-install", is_flag=True, help="Fail instead of installing packages.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1),
               help="Seconds to wait for all nodes to be idle.")
 def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cache: Path,
-           binds: tuple[str, ...], no_install: bool, timeout: float) -> None:
+           binds: tuple[str, ...], accounting: bool, no_install: bool, timeout: float) -> None:
     """Start the cluster (or report the one already running there).
 
     The last line printed is ``export SLURM_CONF=...`` (with ``PATH=`` for a release from a
     cached root, whose commands are wrappers in DIR/bin): eval it to use the cluster. For
     synergy itself, set ``[slurm] conf`` and ``[slurm] bindir`` in synergy.toml to the same.
     """
-    spec = local_spec(state_dir, nodes, port, hook, release, binds)
+    spec = local_spec(state_dir, nodes, port, hook, release, binds, accounting)
     try:
         seconds, spec = devcluster.up(spec, install=not no_install, timeout_s=timeout,
                                       cache=cache.resolve())
@@ -69,7 +74,8 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cac
         raise Failed(str(exc)) from None
     version = devcluster.release_info(spec).get("version", "?")
     click.echo(f"Slurm {version}: {nodes} nodes idle after {seconds:.2f} s "
-               f"({nodes * 8} GPUs); state in {spec.state_dir}", err=True)
+               f"({nodes * 8} GPUs{', accounting' if accounting else ''}); state in "
+               f"{spec.state_dir}", err=True)
     if spec.bindir.is_dir():
         click.echo(f"export SLURM_CONF={spec.conf_path} PATH={spec.bindir}:$PATH")
     else:
@@ -106,7 +112,8 @@ def status_cmd(state_dir: Path, fmt: str) -> None:
     else:
         click.echo(f"state dir: {info['state_dir']}  running: {info['running']}  "
                    f"Slurm: {info['slurm'] or 'unknown'}"
-                   + (f" (root {info['root']})" if info["root"] else ""))
+                   + (f" (root {info['root']})" if info["root"] else "")
+                   + ("  accounting: slurmdbd + MariaDB" if info["accounting"] else ""))
         for name, pid in info["processes"].items():
             click.echo(f"  {name:<12} {pid if pid else 'not running'}")
         for n in info["nodes"]:

@@ -15,12 +15,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..config import Config
 from ..core import (
     ClusterState,
+    JobSpec,
     Plan,
     Profile,
     ProfileError,
@@ -43,6 +44,7 @@ from .audit import AuditLog
 from .autoprofile import AutoProfiler, ProfilingEvent
 from .classify import classify, job_spec, profile_key, requeue_ok, runnable
 from .heartbeat import Heartbeat
+from .limits import Usage, held, job_limits
 from .metrics import Metrics
 from .observe import cluster_state
 from .requeue import holdings, requeue_actions
@@ -165,9 +167,10 @@ class Controller:
         events = self._profile_unknown(rid, snap, managed, profiles, now)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
-        specs = {j.job_id: job_spec(j, now, profiles) for j in managed}
         pending = [j for j in managed if runnable(j)]
         running = [j for j in managed if j.running]
+        specs = self._limited({j.job_id: job_spec(j, now, profiles) for j in managed},
+                              pending, [j for j in running if requeue_ok(j)], snap, cluster)
         may_requeue = [(j, specs[j.job_id]) for j in running if requeue_ok(j)]
         rp = plan_round([specs[j.job_id] for j in pending], holdings(may_requeue, cluster.fair),
                         cluster, self.policy, self.allocator, self.requeue_rule,
@@ -194,6 +197,22 @@ class Controller:
                  len(snap.jobs), len(managed), len(actions), errors, duration)
         return RoundResult(rid, actions, results, errors, duration, len(managed), skipped,
                            events)
+
+    def _limited(self, specs: dict[int, JobSpec], pending: list[SlurmJob],
+                 movable: list[SlurmJob], snap: Snapshot, cluster: ClusterState
+                 ) -> dict[int, JobSpec]:
+        """The jobs being planned, each with the cap the site's QOS and association
+        limits put on it (:mod:`.limits`); unchanged where there are none."""
+        site = self.reader.limits()
+        if site is None:
+            return specs
+        fair = cluster.fair
+        subjects = {j.job_id: (j, Usage(fair.cpus * j.gpus, fair.mem_gb * j.gpus * MB_PER_GB))
+                    for j in pending}
+        subjects |= {j.job_id: (j, held(j)) for j in movable}
+        caps = job_limits(subjects, [j for j in snap.jobs if j.running], site, fair)
+        return {jid: replace(s, limit=caps[jid]) if jid in caps else s
+                for jid, s in specs.items()}
 
     def _profile_unknown(self, rid: int, snap: Snapshot, managed: list[SlurmJob],
                          profiles: dict[str, Profile], now: float) -> list[ProfilingEvent]:

@@ -43,15 +43,26 @@ def server_caps(gpus: int, servers: tuple[Server, ...]) -> list[PerGpu]:
                   key=lambda b: (b.cpus, b.mem_gb))
 
 
+def job_caps(job: JobSpec, servers: tuple[Server, ...]) -> list[PerGpu]:
+    """The largest per-GPU shares this job may have: a server's (``server_caps``), cut to
+    the job's site limit where it has one."""
+    caps = server_caps(job.gpus, servers)
+    if job.limit is None:
+        return caps
+    cut = {c.capped(job.limit) for c in caps}
+    return sorted((b for b in cut if not any(o != b and b.within(o) for o in cut)),
+                  key=lambda b: (b.cpus, b.mem_gb))
+
+
 def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Demand:
-    """The job's ideal share, capped at the largest server (a job larger than every server:
-    at a server's share per GPU, so that an insensitive one still takes no more than its
-    ideal); proportional when unknown, or when the capped point would run slower than
-    proportional."""
+    """The job's ideal share, capped at the largest server and at the job's site limit (a
+    job larger than every server: at a server's share per GPU, so that an insensitive one
+    still takes no more than its ideal); proportional when unknown, or when the capped
+    point would run slower than proportional."""
     proportional = Demand(fair, 1.0, "proportional")
     if job.profile is None or job.profile.ideal is None:
         return proportional
-    caps = server_caps(job.gpus, servers)
+    caps = job_caps(job, servers)
     if not caps:
         return proportional
     point, how = job.profile.ideal, "ideal"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .profile import Profile
+from .resources import PerGpu
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,10 @@ class JobSpec:
     # Slurm's priority for the job (higher starts first), where the driver knows it; 0 for
     # a held job (Slurm computes its priority on release) and in the simulator.
     priority: int = 0
+    # The largest per-GPU share the site's limits let this job start with (QOS and
+    # association limits on cores and memory), never below the proportional share; None
+    # where nothing limits it but the servers. The core never plans the job past it.
+    limit: PerGpu | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

@@ -8,6 +8,7 @@ packages and starts daemons, the adapter only reads and writes a site's Slurm.
 from .cluster import (
     DEFAULT_DIR,
     DevClusterError,
+    add_user,
     down,
     env_for,
     existing_spec,
@@ -22,7 +23,7 @@ from .cluster import (
 from .conf import DevClusterSpec, local_spec
 
 __all__ = [
-    "DEFAULT_DIR", "DevClusterError", "DevClusterSpec", "down", "env_for", "existing_spec",
-    "local_spec", "release_info", "slurm_cli", "start_slurmctld", "status", "up", "wait_idle",
-    "write_all_config",
+    "DEFAULT_DIR", "DevClusterError", "DevClusterSpec", "add_user", "down", "env_for",
+    "existing_spec", "local_spec", "release_info", "slurm_cli", "start_slurmctld", "status",
+    "up", "wait_idle", "write_all_config",
 ]

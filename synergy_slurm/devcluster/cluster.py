@@ -25,14 +25,15 @@ from pathlib import Path
 
 from ..shipped import HOOK_LUA, shipped_file
 from ..slurm.commands import SlurmCLI
-from . import releases
-from .conf import DevClusterSpec, local_spec, slurm_conf, write_config
+from . import accounting, releases
+from .conf import DevClusterSpec, local_spec, slurm_conf, slurmdbd_conf, write_config
 from .releases import ReleaseError, SlurmInstall
 
 log = logging.getLogger(__name__)
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua-filesystem")
 BINARIES = ("slurmctld", "slurmd", "munged", "sinfo", "squeue", "sbatch", "scontrol", "scancel")
+ACCOUNTING_PACKAGES = ("slurmdbd", *accounting.DB_PACKAGES)
 DEFAULT_DIR = Path("/tmp/synergy-dev-cluster")
 RELEASE_FILE = "release.json"
 
@@ -64,32 +65,36 @@ def env_for(spec: DevClusterSpec) -> dict[str, str]:
 
 
 # -- install -----------------------------------------------------------------------------
-def missing_binaries() -> list[str]:
-    return [b for b in BINARIES if _which(b) is None]
+def missing_binaries(accounting_too: bool = False) -> list[str]:
+    want = BINARIES + (("slurmdbd", "sacctmgr", *accounting.DB_PROGRAMS) if accounting_too
+                       else ())
+    return [b for b in want if _which(b) is None]
 
 
 def _which(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
 
-def ensure_installed(install: bool = True) -> None:
-    missing = missing_binaries()
+def ensure_installed(install: bool = True, accounting_too: bool = False) -> None:
+    """Debian's Slurm and munge (and slurmdbd and MariaDB for accounting) when missing."""
+    missing = missing_binaries(accounting_too)
     if not missing:
         return
+    packages = PACKAGES + (ACCOUNTING_PACKAGES if accounting_too else ())
     if not install:
         raise DevClusterError(f"missing {', '.join(missing)}: install "
-                              f"{' '.join(PACKAGES)} (Debian) or run without --no-install")
+                              f"{' '.join(packages)} (Debian) or run without --no-install")
     if os.geteuid() != 0 or _which("apt-get") is None:
         raise DevClusterError(f"missing {', '.join(missing)}; installing needs root and apt-get: "
-                              f"apt-get install {' '.join(PACKAGES)}")
-    log.warning("installing %s from Debian's packages", " ".join(PACKAGES))
+                              f"apt-get install {' '.join(packages)}")
+    log.warning("installing %s from Debian's packages", " ".join(packages))
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     _run(["apt-get", "update", "-qq"], env=env, timeout=300)
-    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES], env=env,
+    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], env=env,
          timeout=600)
-    # Debian starts the system munged/slurm services where systemd runs; ours are private,
-    # but a system slurmctld on the default ports would be confusing, so leave theirs alone.
-    still = missing_binaries()
+    # Debian starts the system munged/slurm/mariadb services where systemd runs; ours are
+    # private (own ports, sockets, data), so leave theirs alone.
+    still = missing_binaries(accounting_too)
     if still:
         raise DevClusterError(f"still missing after install: {', '.join(still)}")
 
@@ -104,13 +109,15 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
         raise DevClusterError("the dev cluster runs slurmd as root: run as root")
     t0 = time.monotonic()
     if spec.slurm == releases.SYSTEM:
-        ensure_installed(install)       # Debian's Slurm and munge, when missing
+        ensure_installed(install, spec.accounting)   # Debian's Slurm and munge, when missing
     try:
         slurm = releases.resolve(spec.slurm, cache, mirror)
     except ReleaseError as exc:
         raise DevClusterError(str(exc)) from None
     if slurm.root is None:
-        ensure_installed(install)       # the system's release asked by number: munge too
+        ensure_installed(install, spec.accounting)   # the system's release asked by number
+    elif spec.accounting and any(_which(p) is None for p in accounting.DB_PROGRAMS):
+        ensure_installed(install, True)              # the database server runs on the host
     spec = replace(spec, plugin_dir=slurm.plugin_dir)
     if is_running(spec):
         if spec.conf_path.read_text() != slurm_conf(spec):
@@ -140,11 +147,13 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
     (spec.state_dir / RELEASE_FILE).write_text(json.dumps(
         {"slurm": spec.slurm, "version": slurm.version,
          "root": str(slurm.root) if slurm.root else None, "plugin_dir": spec.plugin_dir,
-         "binds": list(spec.binds)}))
+         "binds": list(spec.binds), "accounting": spec.accounting}))
     binds = _binds(spec)
     env = env_for(spec)
     try:
         _start_munge(spec, slurm, binds)
+        if spec.accounting:
+            _start_accounting(spec, slurm, binds, env)
         _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], binds), env=env,
              timeout=30)
         for name in spec.node_names:
@@ -162,6 +171,37 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
         _stop_processes(spec)
         raise
     return time.monotonic() - t0, spec
+
+
+def _start_accounting(spec: DevClusterSpec, slurm: SlurmInstall, binds: list[str],
+                      env: dict[str, str]) -> None:
+    """MariaDB, slurmdbd, then the site's associations: before slurmctld, which registers
+    the cluster with slurmdbd as it starts."""
+    t0 = time.monotonic()
+    try:
+        password = accounting.start_database(
+            spec, {p: _bin(p) for p in accounting.DB_PROGRAMS})
+        accounting.write_slurmdbd_conf(spec, slurmdbd_conf(spec, password))
+        _run(_daemon(slurm, "slurmdbd", [], binds), env=env, timeout=30)
+        sacctmgr = _client(spec, "sacctmgr")
+        accounting.wait_dbd(sacctmgr, env)
+        accounting.provision(spec, sacctmgr, env)
+    except accounting.AccountingError as exc:
+        tail = _tail(spec.state_dir / "log" / "slurmdbd.log", 10)
+        raise DevClusterError(f"accounting: {exc}\nslurmdbd.log ends:\n{tail}") from None
+    log.info("accounting (MariaDB, slurmdbd, associations) up in %.1f s",
+             time.monotonic() - t0)
+
+
+def add_user(spec: DevClusterSpec, user: str) -> None:
+    """Let ``user`` submit to a cluster with accounting (an association in both accounts);
+    nothing to do without accounting."""
+    if not spec.accounting:
+        return
+    try:
+        accounting.add_user(_client(spec, "sacctmgr"), env_for(spec), user)
+    except accounting.AccountingError as exc:
+        raise DevClusterError(str(exc)) from None
 
 
 def start_slurmctld(spec: DevClusterSpec) -> None:
@@ -273,6 +313,9 @@ def pid_files(spec: DevClusterSpec) -> dict[str, Path]:
     run = spec.state_dir / "run"
     files = {"munged": spec.munge_socket.parent / "munged.pid",
              "slurmctld": run / "slurmctld.pid"}
+    if spec.accounting:
+        files["mariadbd"] = accounting.Database(spec).pid_file
+        files["slurmdbd"] = run / "slurmdbd.pid"
     for name in spec.node_names:
         files[f"slurmd-{name}"] = run / f"slurmd-{name}.pid"
     return files
@@ -293,7 +336,8 @@ def _our_pid(path: Path, spec: DevClusterSpec) -> int | None:
         return pid
     # slurmctld/slurmd started with -f <conf> carry the path; a daemon that re-executed may
     # not, so also accept the daemon's binary name for a pid file inside our directory.
-    if any(b in cmd for b in ("slurmctld", "slurmd", "munged")) and path.is_relative_to(marker):
+    if any(b in cmd for b in ("slurmctld", "slurmd", "munged", "mariadbd")) \
+            and path.is_relative_to(marker):
         return pid
     return None
 
@@ -310,7 +354,8 @@ def existing_spec(state_dir: Path) -> DevClusterSpec:
     if info:
         spec = replace(spec, slurm=info.get("slurm", "system"),
                        plugin_dir=info.get("plugin_dir") or "",
-                       binds=tuple(info.get("binds", ())))
+                       binds=tuple(info.get("binds", ())),
+                       accounting=bool(info.get("accounting")))
     return spec
 
 
@@ -332,6 +377,7 @@ def status(spec: DevClusterSpec) -> dict:
     rel = release_info(spec)
     info: dict = {"state_dir": str(spec.state_dir), "slurm_conf": str(spec.conf_path),
                   "slurm": rel.get("version"), "root": rel.get("root"),
+                  "accounting": bool(rel.get("accounting")),
                   "processes": procs, "running": all(procs.values()), "nodes": []}
     if info["running"]:
         with contextlib.suppress(DevClusterError):
@@ -374,7 +420,8 @@ def _cancel_all(spec: DevClusterSpec) -> None:
 
 def _stop_processes(spec: DevClusterSpec) -> list[str]:
     files = pid_files(spec)
-    order = [n for n in files if n.startswith("slurmd-")] + ["slurmctld", "munged"]
+    order = [n for n in files if n.startswith("slurmd-")] + [
+        n for n in ("slurmctld", "slurmdbd", "mariadbd", "munged") if n in files]
     ended = []
     for name in order:
         pid = _our_pid(files[name], spec)

@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 SYSTEM = "system"
 SUITES = {"22.05": "bookworm", "24.11": "trixie", "26.05": "sid"}
 RELEASES = (SYSTEM, *SUITES)
-ROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua5.1", "lua-posix",
-                 "lua-filesystem", "python3")
+ROOT_PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurm-client", "munge", "lua5.1",
+                 "lua-posix", "lua-filesystem", "python3")
 CLIENTS = ("sinfo", "squeue", "sbatch", "scontrol", "scancel", "srun", "salloc", "sacct",
            "sstat", "sacctmgr", "sprio", "sshare")
 DEFAULT_CACHE = Path(os.environ.get("SYNERGY_ROOT_CACHE", "/var/cache/synergy-slurm/roots"))

@@ -47,7 +47,8 @@ def safe_arg(value: str) -> str:
 
 
 # The Slurm commands synergy runs; anything else is refused.
-COMMANDS = frozenset({"squeue", "sinfo", "scontrol", "sbatch", "scancel", "sacct", "sstat"})
+COMMANDS = frozenset({"squeue", "sinfo", "scontrol", "sbatch", "scancel", "sacct", "sstat",
+                      "sacctmgr"})
 
 
 @dataclass

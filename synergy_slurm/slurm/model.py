@@ -34,6 +34,8 @@ class SlurmJob:
     state: str
     partition: str
     gpus: int = 0
+    account: str = ""
+    qos: str = ""
     gpus_per_job: int | None = None
     gpus_per_node: int | None = None
     gpus_per_task: int | None = None

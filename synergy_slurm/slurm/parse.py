@@ -236,6 +236,8 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
         state=state,
         partition=text(rec.get("partition")),
         gpus=gpus,
+        account=text(rec.get("account")),
+        qos=text(rec.get("qos")),
         gpus_per_job=per_job[0] if per_job else None,
         gpus_per_node=per_node[0] if per_node else None,
         gpus_per_task=per_task[0] if per_task else None,

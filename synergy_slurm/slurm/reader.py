@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 
 from ..vocabulary import LIVE_STATES
-from .commands import SlurmCLI
+from .commands import SlurmCLI, SlurmError
+from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qos
 from .model import Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
 from .release import Release, detect
@@ -24,6 +25,7 @@ class SlurmReader:
     def __init__(self, cli: SlurmCLI, release: Release | None = None) -> None:
         self.cli = cli
         self._release = release
+        self._no_accounting_logged = False
 
     @property
     def release(self) -> Release:
@@ -45,6 +47,25 @@ class SlurmReader:
             nodes_raw = self.cli.run("sinfo", ["--json"])
         parts_raw = self.cli.run("scontrol", ["show", "partition", "-o"])
         return build_snapshot(jobs_raw, nodes_raw, parts_raw)
+
+    def limits(self) -> SiteLimits | None:
+        """The QOS and association limits on cores and memory (``sacctmgr show``, read-only),
+        or None where there is no accounting database (logged once)."""
+        try:
+            qos_raw = self.cli.run("sacctmgr", ["-n", "-P", "show", "qos",
+                                                f"format={QOS_FORMAT}"])
+            assoc_raw = self.cli.run("sacctmgr", ["-n", "-P", "show", "assoc",
+                                                  f"format={ASSOC_FORMAT}"])
+        except SlurmError as exc:
+            if not self._no_accounting_logged:
+                log.info("no accounting limits read (%s): only partition limits apply", exc)
+                self._no_accounting_logged = True
+            return None
+        qos, qs = parse_qos(qos_raw)
+        assocs, as_ = parse_assocs(assoc_raw)
+        for s in (*qs, *as_):
+            log.warning("skipped %s: %s", s.what, s.reason)
+        return SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
 
     def job_fields(self, job_id: int) -> dict[str, str]:
         """``scontrol show job -o J`` as a dict: the cheap read-back after an update."""

@@ -3,6 +3,7 @@ real cluster, a job an admin raised is started first by Slurm and planned first 
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -48,3 +49,47 @@ def test_plan_order_is_the_order_slurm_starts_jobs_in(slurm_cli, slurm_cluster, 
     starts = {jid: reader.job_fields(jid)["StartTime"] for jid in ids}   # ISO, sortable
     assert len(set(starts.values())) == 3          # one at a time: each needs every GPU
     assert sorted(ids, key=starts.__getitem__) == ours, starts
+
+
+def raw_usage(slurm_cli, account: str) -> int:
+    out = subprocess.run(["sshare", "-n", "-P", "-A", account, "-o", "Account,User,RawUsage"],
+                         capture_output=True, text=True, env=slurm_cli.env(), check=True).stdout
+    return sum(int(f[2]) for f in (line.split("|") for line in out.splitlines())
+               if len(f) == 3 and f[1] == "root" and f[2].isdigit())
+
+
+def test_fair_share_reorders_jobs_and_the_plan_follows(slurm_cli, slurm_cluster, tmp_path):
+    """lab-a has used the cluster, lab-b has not: with multifactor priority Slurm starts
+    lab-b's job before lab-a's older one, and the `slurm` policy plans them in that order."""
+    cancel_all(slurm_cli)
+    (slurm_cluster.etc / TABLE_NAME).unlink(missing_ok=True)
+    base_a, base_b = raw_usage(slurm_cli, "lab-a"), raw_usage(slurm_cli, "lab-b")
+    hog = submit(slurm_cli, "sleep 300", *WHOLE_CLUSTER, "-A", "lab-a", "-o", "/dev/null",
+                 tmp=tmp_path)
+    wait_for(slurm_cli, hog, {"RUNNING"})
+    # Usage is charged when priority/multifactor recalculates (PriorityCalcPeriod=1 min).
+    deadline = time.monotonic() + 150
+    while raw_usage(slurm_cli, "lab-a") <= base_a:
+        assert time.monotonic() < deadline, "lab-a was never charged for its usage"
+        time.sleep(2)
+    slurm_cli.run("scancel", [str(hog)])
+    blocker = submit(slurm_cli, "sleep 5", *WHOLE_CLUSTER, "-A", "lab-a", "-o", "/dev/null",
+                     tmp=tmp_path)
+    wait_for(slurm_cli, blocker, {"RUNNING"})
+    older = submit(slurm_cli, "sleep 1", *WHOLE_CLUSTER, "-A", "lab-a", "-o", "/dev/null",
+                   "--comment=synergy:profile=alexnet", tmp=tmp_path)
+    time.sleep(1)
+    newer = submit(slurm_cli, "sleep 1", *WHOLE_CLUSTER, "-A", "lab-b", "-o", "/dev/null",
+                   "--comment=synergy:profile=alexnet", tmp=tmp_path)
+    assert raw_usage(slurm_cli, "lab-b") == base_b
+    snap = SlurmReader(slurm_cli).snapshot()
+    pending = {j.job_id: j for j in snap.jobs if j.job_id in (older, newer)}
+    assert pending[newer].priority > pending[older].priority, pending
+    now = time.time()
+    specs = [job_spec(j, now, {}) for j in pending.values()]
+    assert [s.id for s in get_policy("slurm").order(specs, now)] == [newer, older]
+    assert [s.id for s in get_policy("fifo").order(specs, now)] == [older, newer]
+    for jid in (older, newer):
+        wait_for(slurm_cli, jid, {"COMPLETED"}, 90)
+    reader = SlurmReader(slurm_cli)
+    assert reader.job_fields(newer)["StartTime"] < reader.job_fields(older)["StartTime"]

@@ -14,6 +14,7 @@ from synergy_slurm.controller.daemon import Controller, RoundFailed
 from synergy_slurm.controller.state import StateStore
 from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.commands import SlurmError
+from synergy_slurm.slurm.limits import QosLimits, SiteLimits, Tres
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob, SlurmNode, SlurmPartition, Snapshot
 from synergy_slurm.slurm.writer import Shape
 
@@ -21,8 +22,12 @@ NOW = 1_800_000_000.0
 
 
 class FakeReader:
-    def __init__(self, snap: Snapshot | Exception) -> None:
+    def __init__(self, snap: Snapshot | Exception, limits: SiteLimits | None = None) -> None:
         self.snap = snap
+        self.site = limits
+
+    def limits(self) -> SiteLimits | None:
+        return self.site
 
     def snapshot(self) -> Snapshot:
         if isinstance(self.snap, Exception):
@@ -192,3 +197,22 @@ def test_partition_limits_cap_every_shape(tmp_path, profiles_path):
     assert shape.cpus_per_gpu > 3                       # still above the proportional 3
     table = parse_table((tmp_path / TABLE_NAME).read_text())
     assert (table.node_cpus, table.node_mem_mb) == (16, 200_000)
+
+
+def test_a_qos_limit_caps_what_a_held_job_is_shaped_to(tmp_path, profiles_path):
+    """alexnet wants 12 cores/GPU; bob already runs 10 cores in the QOS that lets a user
+    hold 20: the held 1-GPU job gets 10 at most (here exactly: alexnet rises all the way)."""
+    running = job(1, user="bob", state="RUNNING", reason="None", priority=100, qos="normal",
+                  cpus=10, alloc=(NodeAlloc("n1", 10, 62500, 1),), admin_comment="")
+    held = job(5, user="bob", qos="normal")
+    site = SiteLimits((QosLimits("normal", per_user=Tres(cpus=20)),))
+    snap = snapshot(running, held, nodes=[node(alloc_cpus=10, alloc_gpus=1,
+                                                alloc_mem_mb=62500)])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.reader.site = site
+    ctl.run_round()
+    assert writer.calls[0] == ("reshape", 5, Shape(10, 125000))
+    # Without the limit it would have been 12 cores: the cap, not the profile, stopped it.
+    ctl, writer = controller(tmp_path / "b", profiles_path, snap)
+    ctl.run_round()
+    assert writer.calls[0] == ("reshape", 5, Shape(12, 125000))

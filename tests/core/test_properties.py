@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synergy_slurm.core import ALLOCATOR_NAMES, get_allocator, get_policy, make_plan
+from synergy_slurm.core import ALLOCATOR_NAMES, PerGpu, get_allocator, get_policy, make_plan
 
 from .strategies import clusters, job_mixes
 
@@ -93,3 +95,28 @@ def test_opt_bound_above_every_plan(cluster, jobs):
             name, other.skipped)
         assert opt.bound >= other.total_speedup - 1e-6, name
     assert opt.bound >= opt.total_speedup - 1e-6
+
+
+@pytest.mark.parametrize("allocator", ["tune", "opt", "greedy", "proportional"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(reserved=True), jobs=job_mixes(), data=st.data())
+def test_no_job_planned_past_its_site_limit(allocator, cluster, jobs, data):
+    """A job with a site limit (QOS/association, as the controller computes it: never below
+    proportional) gets at most that, and still at least its proportional throughput.
+    (tune-ref, the paper's reference TUNE, knows no limits and is not used by drivers.)"""
+    fair = cluster.fair
+    limited = []
+    for j in jobs:
+        if data.draw(st.booleans()):
+            lim = PerGpu(data.draw(st.integers(fair.cpus, 24)),
+                         data.draw(st.floats(fair.mem_gb, 600.0)))
+            j = dataclasses.replace(j, limit=lim)
+        limited.append(j)
+    plan = make_plan(limited, cluster, get_policy("fifo"), get_allocator(allocator), now=0)
+    by_id = {j.id: j for j in limited}
+    for a in plan.allocations:
+        lim = by_id[a.job_id].limit
+        if lim is not None:
+            assert a.share.within(lim), (a, lim)
+        if allocator != "greedy" or a.how in ("ideal", "capped"):
+            assert a.speedup >= FLOOR, a

@@ -24,7 +24,6 @@ from .gen import option_sets
 pytestmark = pytest.mark.slurm
 
 REPORT = 'echo "cpus=$SLURM_CPUS_ON_NODE"'
-TEST_USER = "synergyhooktest"
 
 
 def make_table(**kw) -> HookTable:
@@ -125,9 +124,8 @@ def test_hostile_strings_change_nothing_they_should_not(hook_etc, slurm_cli, tmp
     assert cpus == ["cpus=3"] * 4 + ["cpus=9"]
 
 
-def test_opted_out_user_passes_untouched(hook_etc, slurm_cli):
-    subprocess.run(["useradd", "-M", TEST_USER], capture_output=True, check=False)
-    uid = int(subprocess.run(["id", "-u", TEST_USER], capture_output=True, text=True,
+def test_opted_out_user_passes_untouched(hook_etc, slurm_cli, unprivileged_user):
+    uid = int(subprocess.run(["id", "-u", unprivileged_user], capture_output=True, text=True,
                              check=True).stdout)
     write(hook_etc, make_table(optout_uids=(uid,)))
     # pytest's tmp_path is private to root: the user gets a directory of its own.
@@ -138,7 +136,7 @@ def test_opted_out_user_passes_untouched(hook_etc, slurm_cli):
         script.write_text("#!/bin/sh\n" + REPORT + "\n")
         script.chmod(0o755)
         out = work / "u.out"
-        res = subprocess.run(["runuser", "-u", TEST_USER, "--", "sbatch", "--parsable",
+        res = subprocess.run(["runuser", "-u", unprivileged_user, "--", "sbatch", "--parsable",
                               "--gpus=1", "--comment=synergy:profile=res18", f"--chdir={work}",
                               "-o", str(out), str(script)], capture_output=True, text=True,
                              env=slurm_cli.env(), cwd=work, check=False)

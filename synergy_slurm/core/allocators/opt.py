@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..demand import FLOOR_TOLERANCE, Demand, server_caps
+from ..demand import FLOOR_TOLERANCE, Demand, job_caps
 from ..job import JobSpec
 from ..ledger import Ledger
 from ..plan import Plan
@@ -109,7 +109,7 @@ def candidates(job: JobSpec, cluster: ClusterState) -> list[Demand]:
     fair = cluster.fair
     prop = Demand(fair, 1.0, "proportional")
     prof = job.profile
-    caps = server_caps(job.gpus, cluster.servers)
+    caps = job_caps(job, cluster.servers)
     if prof is None or prof.ideal is None or not caps:
         return [prop]
     ideal = prof.ideal

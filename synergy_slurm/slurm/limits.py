@@ -1,0 +1,121 @@
+"""A site's accounting limits on cores and memory, as ``sacctmgr`` reports them.
+
+Read with ``sacctmgr -n -P show qos|assoc format=...``: the parsable text format, the same
+on every release we support (22.05 .. 26.05); ``--json`` for sacctmgr arrived later and
+adds nothing we need. Only the cpu and mem TRES matter to synergy (it never changes a job's
+GPUs); node, billing and gres limits are ignored. A cluster without accounting has no
+limits (sacctmgr fails: the reader returns None and says so once).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .model import Skipped
+
+QOS_FORMAT = "Name,MaxTRES,MaxTRESPU,GrpTRES"
+ASSOC_FORMAT = "Cluster,Account,User,Partition,GrpTRES,MaxTRES"
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
+_MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+
+
+@dataclass(frozen=True)
+class Tres:
+    """Cores and memory (MB) in one limit; None where the limit does not cap it."""
+
+    cpus: int | None = None
+    mem_mb: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.cpus is None and self.mem_mb is None
+
+
+@dataclass(frozen=True)
+class QosLimits:
+    name: str
+    per_job: Tres = Tres()
+    per_user: Tres = Tres()
+    group: Tres = Tres()
+
+
+@dataclass(frozen=True)
+class AssocLimits:
+    """One association's limits; ``user`` is "" for the account itself (GrpTRES then
+    caps all of the account's jobs together), ``partition`` "" for every partition."""
+
+    cluster: str
+    account: str
+    user: str = ""
+    partition: str = ""
+    group: Tres = Tres()
+    per_job: Tres = Tres()
+
+
+@dataclass(frozen=True)
+class SiteLimits:
+    qos: tuple[QosLimits, ...] = ()
+    assocs: tuple[AssocLimits, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+
+    def qos_named(self, name: str) -> QosLimits | None:
+        for q in self.qos:
+            if q.name == name:
+                return q
+        return None
+
+
+def parse_tres(text: str) -> Tres:
+    """``cpu=8,mem=100G,gres/gpu=4`` -> Tres(8, 102400). Raises ValueError on a malformed
+    cpu or mem value (other TRES are not read)."""
+    cpus = mem = None
+    for item in text.split(","):
+        name, _, value = item.strip().partition("=")
+        if name == "cpu":
+            if not value.isdigit():
+                raise ValueError(f"cpu limit {value!r} is not a count")
+            cpus = int(value)
+        elif name == "mem":
+            m = _MEM.match(value)
+            if not m:
+                raise ValueError(f"mem limit {value!r} is not a size")
+            mem = int(float(m.group(1)) * _MEM_MB[m.group(2)])
+    return Tres(cpus, mem)
+
+
+def parse_qos(text: str) -> tuple[list[QosLimits], list[Skipped]]:
+    out, skipped = [], []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = line.split("|")
+        if len(f) < 4 or not f[0]:
+            skipped.append(Skipped(f"qos line {line[:60]!r}", "expected Name|MaxTRES|"
+                                   "MaxTRESPU|GrpTRES"))
+            continue
+        try:
+            out.append(QosLimits(f[0], parse_tres(f[1]), parse_tres(f[2]), parse_tres(f[3])))
+        except ValueError as exc:
+            skipped.append(Skipped(f"qos {f[0]}", str(exc)))
+    return out, skipped
+
+
+def parse_assocs(text: str) -> tuple[list[AssocLimits], list[Skipped]]:
+    out, skipped = [], []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = line.split("|")
+        if len(f) < 6 or not f[1]:
+            skipped.append(Skipped(f"association line {line[:60]!r}",
+                                   "expected Cluster|Account|User|Partition|GrpTRES|MaxTRES"))
+            continue
+        try:
+            a = AssocLimits(f[0], f[1], f[2], f[3], parse_tres(f[4]), parse_tres(f[5]))
+        except ValueError as exc:
+            skipped.append(Skipped(f"association {f[1]}/{f[2] or '-'}", str(exc)))
+            continue
+        if not (a.group.empty and a.per_job.empty):
+            out.append(a)
+    return out, skipped
