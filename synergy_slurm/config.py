@@ -46,6 +46,9 @@ the key, so a typo never silently changes behaviour.
     retry_after_s = 86400               # a failed key is tried again after this long
     disk_gb_s = 0.5                     # the site's storage bandwidth (memory model)
     mem_gb_s = 10.0                     # reading from the page cache
+
+    [whatif]                            # synergy whatif: replaying the site's history
+    rules = []                          # FIELD:REGEX=KEY, e.g. "name:^resnet=res50"
 """
 
 from __future__ import annotations
@@ -208,6 +211,29 @@ class ProfilingSection(_Checked):
         return out
 
 
+_RULE = re.compile(r"^(name|account|user|partition|comment|qos):.+=[\w.:\-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class WhatifSection(_Checked):
+    # FIELD:REGEX=KEY: history jobs whose FIELD matches REGEX have profile KEY (when their
+    # comment names none), e.g. "name:^resnet=res50".
+    rules: tuple[str, ...] = ()
+
+    def problems(self) -> list[str]:
+        out = []
+        for r in self.rules:
+            if not _RULE.match(r):
+                out.append(f"rules: {r!r} is not FIELD:REGEX=KEY with FIELD one of name, "
+                           "account, user, partition, comment, qos")
+            else:
+                try:
+                    re.compile(r.split(":", 1)[1].rsplit("=", 1)[0])
+                except re.error as exc:
+                    out.append(f"rules: {r!r}: bad regex: {exc}")
+        return out
+
+
 @dataclass(frozen=True)
 class Config:
     slurm: SlurmSection = field(default_factory=SlurmSection)
@@ -215,11 +241,13 @@ class Config:
     profiles: ProfilesSection = field(default_factory=ProfilesSection)
     controller: ControllerSection = field(default_factory=ControllerSection)
     profiling: ProfilingSection = field(default_factory=ProfilingSection)
+    whatif: WhatifSection = field(default_factory=WhatifSection)
     path: str = ""
 
 
 SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSection,
-            "controller": ControllerSection, "profiling": ProfilingSection}
+            "controller": ControllerSection, "profiling": ProfilingSection,
+            "whatif": WhatifSection}
 
 
 def load_config(path: str | Path | None = None, missing_ok: bool = True) -> Config:

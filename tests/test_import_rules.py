@@ -20,6 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "profiles": {"core", "dbfile", "vocabulary"},
     "sim": {"core", "profiles"},
+    "whatif": {"core", "sim", "slurm", "vocabulary"},
     "slurm": {"core", "vocabulary", "config"},
     "devcluster": {"shipped", "slurm", "config"},
     "hook": {"core", "profiles", "config", "vocabulary", "slurm"},

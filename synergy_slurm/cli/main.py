@@ -15,6 +15,7 @@ from .hook_cmd import hook
 from .plan_cmd import plan_cmd
 from .profile_cmd import profile
 from .simulate_cmd import simulate_cmd
+from .whatif_cmd import whatif_cmd
 
 
 @click.group(cls=BoundaryGroup,
@@ -37,6 +38,7 @@ def main(verbose: int) -> None:
 
 main.add_command(plan_cmd)
 main.add_command(simulate_cmd)
+main.add_command(whatif_cmd)
 main.add_command(dev_cluster)
 main.add_command(hook)
 main.add_command(controller)

@@ -34,11 +34,10 @@ def server_caps(gpus: int, servers: tuple[Server, ...]) -> list[PerGpu]:
     """The largest per-GPU shares a ``gpus``-GPU job can have on one server, one per kind
     of server (none dominated by another); for a job larger than every server, a server's
     share per GPU (it spans whole servers). Empty without servers."""
-    boxes = {PerGpu(s.capacity.cpus // gpus, s.capacity.mem_gb / gpus)
-             for s in servers if s.capacity.gpus >= gpus}
+    kinds = {s.capacity for s in servers}      # a site has few kinds of servers
+    boxes = {PerGpu(c.cpus // gpus, c.mem_gb / gpus) for c in kinds if c.gpus >= gpus}
     if not boxes:
-        boxes = {PerGpu(s.capacity.cpus // s.capacity.gpus, s.capacity.mem_gb / s.capacity.gpus)
-                 for s in servers if s.capacity.gpus > 0}
+        boxes = {PerGpu(c.cpus // c.gpus, c.mem_gb / c.gpus) for c in kinds if c.gpus > 0}
     return sorted((b for b in boxes if not any(o != b and b.within(o) for o in boxes)),
                   key=lambda b: (b.cpus, b.mem_gb))
 

@@ -174,6 +174,8 @@ def _accounting_lines(spec: DevClusterSpec) -> list[str]:
         f"AccountingStoragePass={spec.munge_socket}",
         "AccountingStorageEnforce=associations,limits,qos",
         "AccountingStorageTRES=gres/gpu",
+        # Keep the comment (synergy's profile token) in the history: synergy whatif reads it.
+        "AccountingStoreFlags=job_comment",
         "JobAcctGatherType=jobacct_gather/linux",
         "JobAcctGatherFrequency=task=5",
         "PriorityType=priority/multifactor",

@@ -28,6 +28,7 @@ from ..core import (
     Policy,
     Profile,
     RequeueRule,
+    Resources,
     Server,
     get_allocator,
     get_policy,
@@ -37,6 +38,16 @@ from ..core.allocators.tune_ref import reference_speedup
 from .trace import TraceJob
 
 _NO_REQUEUE = RequeueRule()
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """``resources`` held on ``server`` from ``start`` to ``end`` (simulated seconds)."""
+
+    start: float
+    end: float
+    server: str
+    resources: Resources
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,9 @@ class SimConfig:
     requeue_interval_s: float = 0.0
     # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
     placement: str | None = None
+    # Resources held at given times whatever the scheduler does (a history's jobs without
+    # GPUs, which synergy never moves): each reserved on its server while it runs.
+    background: tuple[Occupancy, ...] = ()
 
     def __post_init__(self) -> None:
         if self.round_s <= 0:
@@ -69,7 +83,7 @@ class SimConfig:
 @dataclass
 class _Job:
     trace: TraceJob
-    profile: Profile
+    profile: Profile | None   # None: unknown, always proportional (a history's jobs)
     iter_s: float          # seconds per iteration where the profile's throughput is 1.0
     prop_tput: float       # the profile's throughput at the cluster's proportional share
     done: int = 0
@@ -150,10 +164,13 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
         window_left = config.window[1] - config.window[0] + 1
     rounds = 0
     util: list[tuple[float, float, float, float]] = []
+    background = _Background(cluster, config.background) if config.background else None
     while rounds < max_rounds:
         while upcoming is not None and upcoming.arrival <= now:
-            prof = profiles[upcoming.model]
-            job = _Job(upcoming, prof, iter_seconds(prof), prof.at(fair.cpus, fair.mem_gb))
+            # A trace job without a model is one whose profile is unknown.
+            prof = profiles[upcoming.model] if upcoming.model else None
+            job = _Job(upcoming, prof, iter_seconds(prof) if prof else 1.0,
+                       prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
             active[upcoming.job_id] = job
             seen.append(job)
             last = upcoming.arrival
@@ -166,12 +183,13 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
             assert upcoming is not None
             now = max(now + rnd, math.ceil(upcoming.arrival / rnd) * rnd)
             continue
+        here = background.at(now) if background else cluster
         if config.preemptive:
-            allocations = list(plan_round([j.spec() for j in active.values()], (), cluster,
+            allocations = list(plan_round([j.spec() for j in active.values()], (), here,
                                           policy, allocator, _NO_REQUEUE, {}, now
                                           ).plan.allocations)
         else:
-            allocations = _keep_running(active, cluster, policy, allocator, requeue, now)
+            allocations = _keep_running(active, here, policy, allocator, requeue, now)
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
@@ -223,9 +241,11 @@ def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy
     """The controller's model: running jobs keep their allocation, waiting jobs are planned
     into what is left, and running jobs are requeued into idle resources when it pays."""
     kept = [j.alloc for j in active.values() if j.alloc is not None]
-    held = ClusterState(cluster.servers, fair_share=cluster.fair, reserved=tuple(
+    held = ClusterState(cluster.servers, fair_share=cluster.fair, reserved=cluster.reserved + tuple(
         (name, a.share.times(n)) for a in kept for name, n in a.placement))
-    running = [(j.spec(), j.alloc) for j in active.values() if j.alloc is not None]
+    # Running jobs are offered idle resources only when requeues may happen at all.
+    running = [(j.spec(), j.alloc) for j in active.values()
+               if j.alloc is not None] if rule.budget and allocator.grows_running else []
     waiting = [j.spec() for j in active.values() if j.alloc is None]
     last = {j.trace.job_id: j.requeued_at for j in active.values()}
     rp = plan_round(waiting, running, held, policy, allocator, rule, last, now)
@@ -237,6 +257,31 @@ def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy
         job.requeued_at = now
     return [j.alloc for j in active.values() if j.alloc is not None] + list(
         rp.plan.allocations)
+
+
+class _Background:
+    """The cluster as each round finds it: its own reservations plus the occupancies
+    running then. Rounds only move forward, so one sweep over the sorted starts serves."""
+
+    def __init__(self, cluster: ClusterState, occupancies: tuple[Occupancy, ...]) -> None:
+        names = {s.name for s in cluster.servers}
+        unknown = {o.server for o in occupancies} - names
+        if unknown:
+            raise ValueError(f"background on unknown servers: {', '.join(sorted(unknown))}")
+        self.cluster = cluster
+        self.todo = sorted(occupancies, key=lambda o: o.start)
+        self.next = 0
+        self.running: list[Occupancy] = []
+
+    def at(self, now: float) -> ClusterState:
+        while self.next < len(self.todo) and self.todo[self.next].start <= now:
+            self.running.append(self.todo[self.next])
+            self.next += 1
+        self.running = [o for o in self.running if o.end > now]
+        if not self.running:
+            return self.cluster
+        return ClusterState(self.cluster.servers, self.cluster.reserved + tuple(
+            (o.server, o.resources) for o in self.running), self.cluster.fair_share)
 
 
 def iter_seconds(profile: Profile) -> float:
@@ -254,7 +299,7 @@ def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool
     allocator estimated for it) and at 1.0 (proportional) otherwise.
     """
     prop_iter = job.iter_s / job.prop_tput
-    if reference:
+    if reference and job.profile is not None:
         ideal = job.profile.ideal
         if alloc.how == "capped":
             return prop_iter / reference_speedup(job.spec(), fair, servers)

@@ -1,0 +1,236 @@
+"""A site's job history from the accounting database: ``sacct --json`` (22.05's plain
+numbers and the newer ``{"set", "number"}`` objects alike) or ``sacct -P`` text with the
+fields in :data:`TEXT_FIELDS`, the form for releases or exports without JSON.
+
+Only allocations are read (``-X``: one record per job, not per step). Every record is
+parsed on its own; one that cannot be used becomes a :class:`Skipped` with the reason,
+never an exception out of this module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .model import Skipped
+from .parse import ParseError, expand_hostlist, num, text
+
+# ``sacct -a -X -P -o <TEXT_FIELDS>``: what the text form must carry, in this order.
+TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment", "State",
+               "Submit", "Eligible", "Start", "End", "AllocTRES", "ReqTRES", "NodeList", "QOS")
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
+_MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+_GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
+
+
+@dataclass(frozen=True)
+class HistoryJob:
+    """One job of the history. Times are epoch seconds; ``start``/``end`` None when the job
+    never started / has not ended. ``gpus``/``cpus``/``mem_mb`` are what it was allocated
+    (what it asked for when it never started)."""
+
+    job_id: int
+    user: str
+    account: str
+    partition: str
+    name: str
+    comment: str
+    state: str
+    submit: float
+    eligible: float
+    start: float | None
+    end: float | None
+    gpus: int
+    cpus: int
+    mem_mb: float
+    gpu_type: str | None = None
+    nodes: tuple[str, ...] = ()
+    qos: str = ""
+
+    @property
+    def started(self) -> bool:
+        return self.start is not None
+
+    @property
+    def elapsed_s(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return max(0.0, self.end - self.start)
+
+
+def parse_history(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
+    """``sacct --json`` output or ``sacct -P`` text (told apart by the first character)."""
+    if raw.lstrip().startswith("{"):
+        return parse_history_json(raw)
+    return parse_history_text(raw)
+
+
+# -- JSON --------------------------------------------------------------------------------
+def parse_history_json(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise ParseError(f"sacct output is not JSON: {exc}") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("jobs"), list):
+        raise ParseError("sacct JSON has no 'jobs' list")
+    out: list[HistoryJob] = []
+    skipped: list[Skipped] = []
+    for i, rec in enumerate(doc["jobs"]):
+        what = f"job {rec.get('job_id', f'#{i}')}" if isinstance(rec, Mapping) else f"#{i}"
+        try:
+            if not isinstance(rec, Mapping):
+                raise ValueError("not an object")
+            out.append(_job_from_json(rec))
+        except (ValueError, TypeError, KeyError) as exc:
+            skipped.append(Skipped(what, str(exc) or type(exc).__name__))
+    return out, skipped
+
+
+def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
+    job_id = num(rec.get("job_id"))
+    if job_id is None:
+        raise ValueError("no job_id")
+    t = rec.get("time")
+    if not isinstance(t, Mapping):
+        raise ValueError("no time record")
+    submit = num(t.get("submission"))
+    if not submit:
+        raise ValueError("no submission time")
+    start = num(t.get("start")) or None
+    end = num(t.get("end")) or None
+    state = rec.get("state")
+    current = text(state.get("current")) if isinstance(state, Mapping) else text(state)
+    tres = rec.get("tres") if isinstance(rec.get("tres"), Mapping) else {}
+    alloc = _tres_json(tres.get("allocated") or [])
+    req = _tres_json(tres.get("requested") or [])
+    used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
+    comment = rec.get("comment")
+    if isinstance(comment, Mapping):   # 23.02+: {"job", "administrator", "system"}
+        comment = comment.get("job")
+    nodes = text(rec.get("nodes"))
+    return _job(job_id, text(rec.get("user")), text(rec.get("account")),
+                text(rec.get("partition")), text(rec.get("name")), text(comment),
+                current.split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
+                used, nodes, text(rec.get("qos")))
+
+
+def _tres_json(items: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if not isinstance(items, list):
+        raise ValueError("TRES is not a list")
+    for it in items:
+        if not isinstance(it, Mapping):
+            raise ValueError("TRES entry is not an object")
+        kind, name = text(it.get("type")), text(it.get("name"))
+        key = f"{kind}/{name}" if name else kind
+        count = num(it.get("count"), 0) or 0
+        if count < 0:
+            raise ValueError(f"negative TRES count for {key}")
+        out[key] = float(count)
+    return out
+
+
+# -- text --------------------------------------------------------------------------------
+def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
+    """``sacct -a -X -P -o JobIDRaw,...`` (:data:`TEXT_FIELDS`), with or without its header
+    line (``-n``)."""
+    out: list[HistoryJob] = []
+    skipped: list[Skipped] = []
+    n = len(TEXT_FIELDS)
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        f = line.split("|")
+        if f[0] == TEXT_FIELDS[0]:
+            if f[:n] != list(TEXT_FIELDS):
+                raise ParseError(f"sacct text has fields {'|'.join(f)}; expected "
+                                 f"-o {','.join(TEXT_FIELDS)}")
+            continue
+        # A comment may itself hold '|': the fields after it are counted from the end.
+        if len(f) > n:
+            f = [*f[:5], "|".join(f[5:len(f) - (n - 6)]), *f[len(f) - (n - 6):]]
+        if len(f) != n:
+            skipped.append(Skipped(f"line {lineno}", f"{len(f)} fields, expected {n}"))
+            continue
+        try:
+            out.append(_job_from_text(dict(zip(TEXT_FIELDS, f, strict=True))))
+        except ValueError as exc:
+            skipped.append(Skipped(f"line {lineno} (job {f[0]})", str(exc)))
+    return out, skipped
+
+
+def _job_from_text(r: dict[str, str]) -> HistoryJob:
+    if not r["JobIDRaw"].isdigit():
+        raise ValueError(f"job id {r['JobIDRaw']!r} is not a number")
+    submit = _time(r["Submit"])
+    if submit is None:
+        raise ValueError("no submit time")
+    alloc = _tres_text(r["AllocTRES"])
+    used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else _tres_text(r["ReqTRES"])
+    return _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
+                r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
+                _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
+                r["NodeList"], r["QOS"])
+
+
+def _time(value: str) -> float | None:
+    """sacct's local ISO time; "Unknown", "None" and empty are None."""
+    v = value.strip()
+    if v in ("", "Unknown", "None", "N/A"):
+        return None
+    try:
+        return datetime.fromisoformat(v).timestamp()
+    except ValueError:
+        raise ValueError(f"time {v!r} is not ISO 8601") from None
+
+
+def _tres_text(value: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        key, eq, v = item.partition("=")
+        if not eq:
+            raise ValueError(f"TRES item {item!r} has no '='")
+        if key == "mem":
+            m = _MEM.match(v)
+            if not m:
+                raise ValueError(f"memory {v!r} is not a size")
+            out[key] = float(m.group(1)) * _MEM_MB[m.group(2)]
+        else:
+            try:
+                out[key] = float(v)
+            except ValueError:
+                raise ValueError(f"TRES {key}={v!r} is not a number") from None
+    return out
+
+
+# -- both --------------------------------------------------------------------------------
+def _job(job_id: int, user: str, account: str, partition: str, name: str, comment: str,
+         state: str, submit: float, eligible: float, start: float | None, end: float | None,
+         tres: dict[str, float], nodes: str, qos: str) -> HistoryJob:
+    if nodes.strip() in ("None assigned", "None"):
+        # Never ran (e.g. cancelled while pending): Slurm records start = end = the cancel.
+        start = end = None
+        nodes = ""
+    if start is not None and start < submit:
+        raise ValueError("starts before it was submitted")
+    if start is not None and end is not None and end < start:
+        raise ValueError("ends before it started")
+    typed = [m.group(1) for k in tres if (m := _GPU_TYPED.match(k))]
+    gpus = int(tres.get("gres/gpu", 0) or sum(tres[f"gres/gpu:{t}"] for t in typed))
+    try:
+        names = tuple(expand_hostlist(nodes)) if nodes else ()
+    except ValueError:
+        names = ()
+    return HistoryJob(job_id, user, account, partition.split(",")[0], name, comment,
+                      state.upper(), float(submit), float(min(max(eligible, submit),
+                                                              start or eligible)),
+                      None if start is None else float(start),
+                      None if end is None else float(end), gpus, int(tres.get("cpu", 0)),
+                      float(tres.get("mem", 0.0)), typed[0] if len(typed) == 1 else None,
+                      names, qos)
