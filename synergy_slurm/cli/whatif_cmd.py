@@ -19,13 +19,15 @@ from ..whatif import replay as replay_mod
 from .errors import BadInput, Failed, writable_dir
 from .options import check_server, config_or_exit, profiles_option_value
 
-SACCT_ARGS = ("-a", "-X", "--json")
+# Allocations only (-X), every user (-a), every run of a requeued job (-D: its first
+# submission is only in the first run's record).
+SACCT_ARGS = ("-a", "-X", "-D", "--json")
 
 
 @click.command("whatif")
 @click.option("--from", "export", type=click.Path(dir_okay=False, path_type=Path),
               help="A saved history instead of asking sacct: the output of "
-              "'sacct -a -X --json -S .. -E ..' or of 'sacct -a -X -P -o "
+              "'sacct -a -X -D --json -S .. -E ..' or of 'sacct -a -X -D -P -o "
               + ",".join(TEXT_FIELDS) + "'.")
 @click.option("--start", "-S", default="now-7days", show_default=True,
               help="Without --from: the window's start, as sacct -S takes it.")
@@ -87,7 +89,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, servers
     \b
     Examples:
       synergy whatif -S 2026-11-01 -E 2026-12-01 --report /tmp/whatif
-      sacct -a -X --json -S 2026-11-01 > nov.json; synergy whatif --from nov.json \\
+      sacct -a -X -D --json -S 2026-11-01 > nov.json; synergy whatif --from nov.json \\
           --servers 16 --rule 'name:^bert=transformer' --format json
     """
     cfg = config_or_exit(config_path)
@@ -194,7 +196,7 @@ def _history(export: Path | None, start: str, end: str, cli: SlurmCLI
     except SlurmError as exc:
         if "json" in str(exc).lower():
             # A Slurm without --json: the parsable text form.
-            raw = cli.run("sacct", ["-a", "-X", "-P", "-o", ",".join(TEXT_FIELDS),
+            raw = cli.run("sacct", ["-a", "-X", "-D", "-P", "-o", ",".join(TEXT_FIELDS),
                                     "-S", start, "-E", end])
         else:
             raise Failed(f"could not read the history: {exc}") from None

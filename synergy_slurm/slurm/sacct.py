@@ -103,7 +103,11 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     start = num(t.get("start")) or None
     end = num(t.get("end")) or None
     state = rec.get("state")
-    current = text(state.get("current")) if isinstance(state, Mapping) else text(state)
+    current = state.get("current") if isinstance(state, Mapping) else state
+    if isinstance(current, list):
+        # 23.02+: a base state and flags; an earlier run of a requeued job is
+        # ["PENDING", "REQUEUED"], which the text form shows as REQUEUED.
+        current = "REQUEUED" if "REQUEUED" in current else text(current[:1])
     tres = rec.get("tres") if isinstance(rec.get("tres"), Mapping) else {}
     alloc = _tres_json(tres.get("allocated") or [])
     req = _tres_json(tres.get("requested") or [])
@@ -114,7 +118,7 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     nodes = text(rec.get("nodes"))
     return _job(job_id, text(rec.get("user")), text(rec.get("account")),
                 text(rec.get("partition")), text(rec.get("name")), text(comment),
-                current.split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
+                text(current).split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
                 used, nodes, text(rec.get("qos")))
 
 
@@ -127,6 +131,8 @@ def _tres_json(items: Any) -> dict[str, float]:
             raise ValueError("TRES entry is not an object")
         kind, name = text(it.get("type")), text(it.get("name"))
         key = f"{kind}/{name}" if name else kind
+        if key not in ("cpu", "mem") and not key.startswith("gres/gpu"):
+            continue        # energy, billing, node, licenses...: not ours (energy is -2)
         count = num(it.get("count"), 0) or 0
         if count < 0:
             raise ValueError(f"negative TRES count for {key}")
@@ -145,9 +151,9 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
         if not line.strip():
             continue
         f = line.split("|")
-        if f[0] == TEXT_FIELDS[0]:
-            if f[:n] != list(TEXT_FIELDS):
-                raise ParseError(f"sacct text has fields {'|'.join(f)}; expected "
+        if not out and not skipped and not f[0][:1].isdigit():
+            if f[:n] != list(TEXT_FIELDS):   # a header line, of another field list
+                raise ParseError(f"sacct text has fields {','.join(f)[:200]}; expected "
                                  f"-o {','.join(TEXT_FIELDS)}")
             continue
         # A comment may itself hold '|': the fields after it are counted from the end.

@@ -48,4 +48,3 @@ def test_only_fixed_shapes_take_the_event_path():
     assert event_driven(SimConfig(cluster, preemptive=False, requeue_budget=2,
                                   allocator="proportional"))
     assert not event_driven(SimConfig(cluster, preemptive=False, reference_speedups=True))
-    assert simulate is not None

@@ -1,0 +1,110 @@
+"""sacct's history, recorded from each release (tests/slurm/record_history.py), parsed the
+same from JSON and from -P text; bad records skipped with a reason, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from synergy_slurm.slurm.parse import ParseError
+from synergy_slurm.slurm.sacct import TEXT_FIELDS, parse_history
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RELEASES = ("22.05.8", "26.05.5")
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    """The text fixtures hold sacct's local times of a machine on UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def load(release: str, kind: str):
+    return parse_history((FIXTURES / f"sacct_{release}.{kind}").read_text())
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("kind", ["json", "txt"])
+def test_the_recorded_history(release, kind):
+    jobs, skipped = load(release, kind)
+    assert skipped == []
+    assert [(j.job_id, j.state) for j in jobs] == [
+        (1, "COMPLETED"), (2, "COMPLETED"), (3, "FAILED"), (5, "REQUEUED"), (5, "COMPLETED"),
+        (6, "RUNNING")] or sorted((j.job_id, j.state) for j in jobs) == [
+        (1, "COMPLETED"), (2, "COMPLETED"), (3, "FAILED"), (5, "COMPLETED"), (5, "REQUEUED"),
+        (6, "RUNNING")]
+    by = {(j.job_id, j.state): j for j in jobs}
+    train = by[1, "COMPLETED"]
+    assert (train.gpus, train.cpus, train.mem_mb) == (2, 6, 125_000)
+    assert train.comment == "synergy:profile=res18" and train.name == "res18-train"
+    assert (train.user, train.account, train.partition, train.qos) == ("root", "lab-a", "gpu",
+                                                                        "normal")
+    assert train.nodes == ("n1",) and train.elapsed_s == 2
+    cpu_only = by[2, "COMPLETED"]
+    assert (cpu_only.gpus, cpu_only.cpus, cpu_only.mem_mb) == (0, 4, 2048)
+    first, last = by[5, "REQUEUED"], by[5, "COMPLETED"]
+    assert first.submit < last.submit and last.eligible > last.submit   # held ~10 s
+    running = by[6, "RUNNING"]
+    assert running.start is not None and running.end is None
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_json_and_text_agree(release):
+    a, _ = load(release, "json")
+    b, _ = load(release, "txt")
+    key = lambda j: (j.job_id, j.submit)   # noqa: E731
+    assert sorted(a, key=key) == sorted(b, key=key)
+
+
+def test_bad_json_records_are_skipped_with_reasons():
+    good = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())["jobs"][0]
+    recs = [
+        good,
+        "not a record",
+        {**good, "job_id": None},
+        {**good, "time": {**good["time"], "submission": 0}},
+        {**good, "time": {**good["time"], "start": good["time"]["end"] + 10}},
+        {**good, "tres": {"allocated": "cpu=3"}},
+        {**good, "tres": {"allocated": [{"type": "cpu", "count": -1}]}},
+        {**good, "state": {"current": ["SOMETHING_NEW"]}, "brand_new_field": {"x": 1}},
+        {**good, "time": {**good["time"], "end": {"set": False, "number": 0}}},
+    ]
+    jobs, skipped = parse_history(json.dumps({"jobs": recs}))
+    reasons = [s.reason for s in skipped]
+    assert len(jobs) == 3 and len(skipped) == 6, reasons
+    assert "not an object" in reasons and "no job_id" in reasons
+    assert "no submission time" in reasons and "ends before it started" in reasons
+    assert "TRES is not a list" in reasons and "negative TRES count for cpu" in reasons
+    assert jobs[1].state == "SOMETHING_NEW" and jobs[2].end is None
+
+
+@pytest.mark.parametrize("raw, message", [
+    ('{"jobs": [{"job_id": 1, ', "not JSON"),
+    ('{"meta": {}}', "no 'jobs' list"),
+    ("JobID|User\n1|root\n", "expected -o"),
+])
+def test_unreadable_documents_say_why(raw, message):
+    with pytest.raises(ParseError, match=message):
+        parse_history(raw)
+
+
+def test_bad_text_lines_are_skipped_with_reasons():
+    lines = (FIXTURES / "sacct_22.05.8.txt").read_text().splitlines()
+    header, row = lines[0], lines[1]
+    f = row.split("|")
+    bad_time = "|".join([*f[:7], "yesterday", *f[8:]])
+    bad_id = "|".join(["1_[0-3]", *f[1:]])
+    pipes = "|".join([*f[:5], "a|b|c", *f[6:]])     # a comment with '|' in it
+    raw = "\n".join([header, row, "1|2|3", bad_time, bad_id, pipes, ""])
+    jobs, skipped = parse_history(raw)
+    assert [j.comment for j in jobs] == ["synergy:profile=res18", "a|b|c"]
+    assert [s.reason for s in skipped] == [
+        f"3 fields, expected {len(TEXT_FIELDS)}", "time 'yesterday' is not ISO 8601",
+        "job id '1_[0-3]' is not a number"]

@@ -1,0 +1,122 @@
+"""synergy whatif on recorded histories: what is replayed and how, what is left out and
+why, the report's parts, and bad exports that give counts and reasons, not tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli.main import main
+from synergy_slurm.core import PerGpu
+from synergy_slurm.slurm.sacct import HistoryJob, parse_history
+from synergy_slurm.whatif import HistoryError, Rule, build_replay
+
+FIXTURES = Path(__file__).resolve().parents[1] / "slurm" / "fixtures"
+FAIR = PerGpu(3, 62.5)
+T = 1_800_000_000.0
+
+
+def hjob(jid, start=0.0, end=3600.0, gpus=1, cpus=3, mem=62_500.0, name="train",
+         comment="", account="lab-a", state="COMPLETED", nodes=("n1",)) -> HistoryJob:
+    return HistoryJob(jid, "alice", account, "gpu", name, comment, state, T, T,
+                      None if start is None else T + start, None if end is None else T + end,
+                      gpus, cpus, mem, None, nodes, "normal")
+
+
+def test_the_recorded_history_becomes_a_replay(paper_profiles):
+    history, _ = parse_history((FIXTURES / "sacct_26.05.5.json").read_text())
+    rp = build_replay(history, paper_profiles, FAIR, ["n1", "n2"])
+    assert sorted(rp.jobs) == [1, 3, 5, 6]
+    assert rp.source == {1: "comment", 3: "unknown", 5: "unknown", 6: "unknown"}
+    by_id = {t.job_id: t for t in rp.trace}
+    assert by_id[1].model == "res18" and by_id[1].gpus == 2 and by_id[3].model == ""
+    # The requeued job arrives with its first run's submission and is replayed once.
+    assert rp.jobs[5].eligible == min(j.eligible for j in history if j.job_id == 5)
+    assert [o.server for o in rp.background] == ["n1"]          # job 2, no GPUs
+    assert rp.background[0].resources.cpus == 4
+    assert sum(rp.notes.values()) == 3 and not rp.left_out
+
+
+def test_work_is_measured_at_the_proportional_share(paper_profiles):
+    """alexnet run an hour at 12 cores/GPU did 2.94 h of proportional work."""
+    rp = build_replay([hjob(1, cpus=12, mem=125_000, comment="synergy:profile=alexnet")],
+                      paper_profiles, FAIR, ["n1"])
+    prof = paper_profiles["alexnet"]
+    iter_s = prof.iter_time_s / prof.at(3, 62.5)
+    assert rp.trace[0].iterations * iter_s == pytest.approx(3600 * 2.94, rel=0.01)
+
+
+def test_rules_then_assumed_mix_then_unknown(paper_profiles):
+    hist = [hjob(1, name="resnet-50"), hjob(2, name="bert", account="nlp"), hjob(3),
+            hjob(4, name="resnet", comment="synergy:profile=gnmt"),
+            hjob(5, start=None, end=None, state="CANCELLED"), hjob(6, gpus=0, cpus=8)]
+    rules = [Rule.parse("name:^resnet=res50"), Rule.parse("account:^nlp$=transformer")]
+    rp = build_replay(hist, paper_profiles, FAIR, ["n1"], rules)
+    assert rp.source == {1: "rule", 2: "rule", 3: "unknown", 4: "comment"}
+    assert {t.job_id: t.model for t in rp.trace} == {1: "res50", 2: "transformer", 3: "",
+                                                     4: "gnmt"}
+    assert rp.left_out == {"never started (cancelled)": 1}
+    mixed = build_replay(hist, paper_profiles, FAIR, ["n1"], assume=(100, 0, 0), seed=3)
+    assert mixed.source[1] == mixed.source[3] == "assumed"
+    assert {t.model for t in mixed.trace if mixed.source[t.job_id] == "assumed"} <= {
+        "alexnet", "res18", "res50", "mobilenet", "shufflenet"}
+
+
+@pytest.mark.parametrize("text", ["name:^x", "owner:x=res50", "name:(=res50", "name:x=bad key"])
+def test_bad_rules_say_why(text):
+    with pytest.raises(HistoryError, match="rule"):
+        Rule.parse(text)
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["whatif", "--no-progress", *args])
+
+
+@pytest.mark.parametrize("kind", ["json", "txt"])
+def test_whatif_on_a_recorded_export(kind, tmp_path):
+    res = run("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
+              "--round-seconds", "1", "--format", "json", "--report", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output.strip().splitlines()[-1])
+    assert doc["replayed"] == 4 and doc["profiles"] == {"comment": 1, "unknown": 3}
+    for run_ in ("actual", "proportional", "synergy"):
+        assert doc["overall"][run_]["jobs"] == 4
+    assert set(doc["fidelity"]) == {"makespan", "jct_mean", "wait_mean_h"}
+    assert set(doc["by_account"]) == {"lab-a"} and set(doc["by_partition"]) == {"gpu"}
+    html = (tmp_path / "report.html").read_text()
+    assert "data:image/png;base64," in html and (tmp_path / "jct_cdf.png").stat().st_size
+    text = run("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
+               "--round-seconds", "1")
+    assert text.exit_code == 0 and text.output.index("Fidelity") < text.output.index("mean JCT")
+
+
+def test_a_bad_export_gives_counts_and_reasons(tmp_path):
+    doc = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())
+    doc["jobs"] += ["junk", {"job_id": 99}, {**doc["jobs"][0], "job_id": 98,
+                                             "time": {"submission": 5, "start": 9, "end": 7}}]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    res = run("--from", str(path), "--servers", "1", "--round-seconds", "1")
+    assert res.exit_code == 0, res.output
+    assert "skipped records: 1 ends before it started" in res.output
+    assert "skipped records: 1 no time record" in res.output
+    assert "skipped records: 1 not an object" in res.output
+    path.write_text(path.read_text()[:500])        # truncated
+    res = run("--from", str(path), "--servers", "1")
+    assert res.exit_code == 2 and "not JSON" in res.output and "Traceback" not in res.output
+
+
+def test_a_history_with_nothing_to_replay_says_so(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps({"jobs": []}))
+    res = run("--from", str(path), "--servers", "1")
+    assert res.exit_code == 2 and "no jobs" in res.output
+
+
+def test_jobs_larger_than_the_replayed_cluster_are_refused(tmp_path):
+    res = run("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "1",
+              "--gpus-per-server", "1", "--cpus-per-server", "4")
+    assert res.exit_code == 2 and "more GPUs than the replayed cluster" in res.output
