@@ -14,7 +14,6 @@ from synergy_slurm.sim.engine import (
     _simulate_events,
     _simulate_rounds,
     event_driven,
-    simulate,
 )
 from synergy_slurm.sim.trace import philly_jobs
 
