@@ -2,8 +2,9 @@
 
 - A pending job the hook held (never scheduled, so Slurm can still lower it): give it the
   planned shape and release it when the plan runs it this round; keep it held otherwise.
-- A pending job Slurm has already scheduled: only raise its cores (Slurm 22.05 ignores
-  lowering them, see SLURM_FACTS.md); memory follows when the cores are not lowered.
+- A pending job Slurm has already scheduled: raise its cores; lower them only on a release
+  that honours it (``Release.lowers_pending``: 26.05, not 22.05, which ignores it); memory
+  follows when the cores are not lowered.
 - A running job: requeued into a larger shape only when it opted in, the gain over its
   remaining time beats the restart cost, it was not requeued recently and the round's
   budget allows (see :func:`synergy_slurm.core.plan_round`).
@@ -21,6 +22,7 @@ from ..vocabulary import MB_PER_GB
 SHAPE_RELEASE = "shape-release"
 RELEASE = "release"
 RAISE = "raise"
+LOWER = "lower"
 REQUEUE = "requeue"
 CANNOT = "cannot"   # a wanted change Slurm would ignore; recorded, not sent
 
@@ -36,7 +38,7 @@ class Action:
 
     @property
     def mutating(self) -> bool:
-        return self.kind in (SHAPE_RELEASE, RELEASE, RAISE, REQUEUE)
+        return self.kind in (SHAPE_RELEASE, RELEASE, RAISE, LOWER, REQUEUE)
 
     def as_dict(self) -> dict:
         def shape(s: Shape | None) -> dict | None:
@@ -63,7 +65,8 @@ def current_shape(job: SlurmJob, fair: PerGpu) -> Shape:
     return Shape(int(c), int(m))
 
 
-def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu) -> list[Action]:
+def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
+                      can_lower: bool = False) -> list[Action]:
     planned = plan.by_job()
     out: list[Action] = []
     for job in jobs:
@@ -82,8 +85,10 @@ def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu) -> list[Ac
                 after.cpus_per_gpu == before.cpus_per_gpu
                 and after.mem_per_gpu_mb != before.mem_per_gpu_mb):
             out.append(Action(job.job_id, RAISE, before, after, why, job.user))
+        elif after.cpus_per_gpu < before.cpus_per_gpu and can_lower:
+            out.append(Action(job.job_id, LOWER, before, after, why, job.user))
         elif after.cpus_per_gpu < before.cpus_per_gpu:
             out.append(Action(job.job_id, CANNOT, before, after,
                               "lowering the cores of a job Slurm already scheduled is "
-                              "ignored by Slurm 22.05; left as submitted", job.user))
+                              "ignored by this Slurm release; left as submitted", job.user))
     return out

@@ -24,6 +24,9 @@ DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
 UNKNOWN_REMAINING_S = 7 * 24 * 3600.0
 # Reasons a pending job waits that the controller can do something about.
 RUNNABLE_REASONS = frozenset({"None", "Resources", "Priority", ""})
+# Slurm's reasons for a job over a QOS or association limit (QOSMaxCpuPerUserLimit,
+# AssocGrpMemLimit, ...).
+LIMIT_REASON = re.compile(r"^(QOS|Assoc)\w*(Cpu|Mem)\w*Limit$")
 
 
 @dataclass(frozen=True)
@@ -69,11 +72,22 @@ def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdic
     return Verdict(True, "managed")
 
 
-def runnable(job: SlurmJob) -> bool:
-    """Pending and waiting only for resources (or held by synergy itself)."""
+def runnable(job: SlurmJob, can_lower: bool = False) -> bool:
+    """Pending and waiting only for resources (or held by synergy itself); where Slurm
+    honours lowering a pending job, also one synergy shaped that now waits on a QOS or
+    association limit (planned again under the limit, it is lowered to fit)."""
     if not job.pending:
         return False
-    return job.held_by_synergy or (job.priority > 0 and job.reason in RUNNABLE_REASONS)
+    if job.held_by_synergy or (job.priority > 0 and job.reason in RUNNABLE_REASONS):
+        return True
+    return can_lower and limit_blocked(job)
+
+
+def limit_blocked(job: SlurmJob) -> bool:
+    """A pending job synergy shaped (hook or controller) that waits on a cores or memory
+    limit of its QOS or association."""
+    return (job.pending and job.priority > 0 and "profile" in job.tags
+            and LIMIT_REASON.match(job.reason) is not None)
 
 
 def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile]) -> JobSpec:

@@ -39,10 +39,20 @@ from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
 from ..vocabulary import MB_PER_GB
-from .actions import CANNOT, RAISE, RELEASE, REQUEUE, SHAPE_RELEASE, Action, reconcile_pending
+from .actions import (
+    CANNOT,
+    LOWER,
+    RAISE,
+    RELEASE,
+    REQUEUE,
+    SHAPE_RELEASE,
+    Action,
+    current_shape,
+    reconcile_pending,
+)
 from .audit import AuditLog
 from .autoprofile import AutoProfiler, ProfilingEvent
-from .classify import classify, job_spec, profile_key, requeue_ok, runnable
+from .classify import classify, job_spec, limit_blocked, profile_key, requeue_ok, runnable
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
@@ -167,7 +177,8 @@ class Controller:
         events = self._profile_unknown(rid, snap, managed, profiles, now)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
-        pending = [j for j in managed if runnable(j)]
+        can_lower = self._lowers_pending()
+        pending = [j for j in managed if runnable(j, can_lower)]
         running = [j for j in managed if j.running]
         specs = self._limited({j.job_id: job_spec(j, now, profiles) for j in managed},
                               pending, [j for j in running if requeue_ok(j)], snap, cluster)
@@ -176,7 +187,13 @@ class Controller:
                         cluster, self.policy, self.allocator, self.requeue_rule,
                         self.state.last_requeues(), now)
         plan = rp.plan
-        actions = strays + reconcile_pending(pending, plan, cluster.fair)
+        actions = strays + reconcile_pending(pending, plan, cluster.fair, can_lower)
+        if not can_lower:
+            actions += [Action(j.job_id, CANNOT, current_shape(j, cluster.fair), None,
+                               f"waits on {j.reason} with the shape synergy gave it; this "
+                               "Slurm ignores lowering a job it has scheduled: raise the "
+                               "limit, or cancel and resubmit", j.user)
+                        for j in managed if limit_blocked(j)]
         actions += requeue_actions(rp.requeues, {j.job_id: j for j in running}, cluster.fair,
                                    self.requeue_rule)
         by_id = {j.job_id: j for j in snap.jobs}
@@ -197,6 +214,13 @@ class Controller:
                  len(snap.jobs), len(managed), len(actions), errors, duration)
         return RoundResult(rid, actions, results, errors, duration, len(managed), skipped,
                            events)
+
+    def _lowers_pending(self) -> bool:
+        """Whether this Slurm honours lowering a pending job's cores (read once)."""
+        try:
+            return self.reader.release.lowers_pending
+        except (SlurmError, AttributeError):
+            return False
 
     def _limited(self, specs: dict[int, JobSpec], pending: list[SlurmJob],
                  movable: list[SlurmJob], snap: Snapshot, cluster: ClusterState
@@ -284,7 +308,7 @@ class Controller:
                     self.writer.release(job.job_id)
             elif a.kind == RELEASE:
                 self.writer.release(job.job_id)
-            elif a.kind == RAISE:
+            elif a.kind in (RAISE, LOWER):
                 self.writer.reshape_pending(job, a.after)
             elif a.kind == REQUEUE:
                 self.writer.requeue_reshape(job, a.after)

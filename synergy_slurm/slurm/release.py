@@ -47,6 +47,14 @@ class Release:
         return self.at_least(23, 2)
 
 
+    @property
+    def lowers_pending(self) -> bool:
+        """Lowering a pending job's cores takes effect after the scheduler has looked at
+        the job (22.05 ignores it: hence the hook's hold). Verified on 26.05; the releases
+        between are not assumed to."""
+        return self.at_least(26, 5)
+
+
 def detect(cli: SlurmCLI) -> Release:
     """The release of the Slurm commands ``cli`` runs."""
     out = cli.run("scontrol", ["--version"])

@@ -16,15 +16,18 @@ from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.limits import QosLimits, SiteLimits, Tres
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob, SlurmNode, SlurmPartition, Snapshot
+from synergy_slurm.slurm.release import Release
 from synergy_slurm.slurm.writer import Shape
 
 NOW = 1_800_000_000.0
 
 
 class FakeReader:
-    def __init__(self, snap: Snapshot | Exception, limits: SiteLimits | None = None) -> None:
+    def __init__(self, snap: Snapshot | Exception, limits: SiteLimits | None = None,
+                 release: str = "22.05.8") -> None:
         self.snap = snap
         self.site = limits
+        self.release = Release.parse(release)
 
     def limits(self) -> SiteLimits | None:
         return self.site
@@ -216,3 +219,25 @@ def test_a_qos_limit_caps_what_a_held_job_is_shaped_to(tmp_path, profiles_path):
     ctl, writer = controller(tmp_path / "b", profiles_path, snap)
     ctl.run_round()
     assert writer.calls[0] == ("reshape", 5, Shape(12, 125000))
+
+
+@pytest.mark.parametrize("release, kind", [("22.05.8", "cannot"), ("26.05.5", "lower")])
+def test_a_job_shaped_past_a_new_limit_is_lowered_where_slurm_allows(tmp_path, profiles_path,
+                                                                     release, kind):
+    """The hook shaped alexnet to 12 cores/GPU; a QOS now lets bob use 8 per job and Slurm
+    holds the job on the limit. 26.05 honours lowering a seen job, so the controller plans
+    it under the cap and lowers it; 22.05 would ignore that, so it records why not."""
+    shaped = job(5, user="bob", qos="normal", priority=100, reason="QOSMaxCpuPerJobLimit",
+                 cpus_per_gpu=12, mem_per_gpu_mb=125000,
+                 admin_comment="synergy.managed=1,synergy.profile=alexnet")
+    site = SiteLimits((QosLimits("normal", per_job=Tres(cpus=8)),))
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(shaped))
+    ctl.reader.site, ctl.reader.release = site, Release.parse(release)
+    res = ctl.run_round()
+    (action,) = res.actions
+    assert action.kind == kind and action.before == Shape(12, 125000)
+    if kind == "lower":
+        assert action.after == Shape(8, 125000)
+        assert writer.calls == [("reshape", 5, Shape(8, 125000))]
+    else:
+        assert "QOSMaxCpuPerJobLimit" in action.reason and writer.calls == []

@@ -50,6 +50,7 @@ def test_lowering_a_pending_job_the_scheduler_has_seen(slurm_cli, tmp_path, rele
     wait_for(slurm_cli, jid, {"COMPLETED"}, 60)
     cpus = int(wait_file(out, "cpus=").split("cpus=")[1].split()[0])
     expect({"22.05": 12, "26.05": 4}, release, cpus)
+    assert SlurmReader(slurm_cli).release.lowers_pending is (cpus == 4)
 
 
 def test_squeue_json_honours_state_filters(slurm_cli, tmp_path, release):
