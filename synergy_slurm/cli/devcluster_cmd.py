@@ -10,6 +10,7 @@ import click
 from .. import devcluster
 from ..devcluster.conf import DEFAULT_PORT, DevClusterSpec, local_spec
 from ..devcluster.releases import DEFAULT_CACHE, RELEASES
+from ..site import SiteError, load_site, shipped_sites
 from .errors import BadInput, Failed
 
 DIR_OPTION = click.option(
@@ -24,6 +25,21 @@ SLURM_OPTION = click.option(
     help="Which Slurm: the system's own, or Debian's 22.05 (bookworm), 24.11 (trixie) or "
     "26.05 (sid), run from a root filesystem built once with mmdebstrap and cached "
     "(unless it is the system's own release).")
+CLUSTER_OPTION = click.option(
+    "--cluster", "cluster", metavar="FILE|NAME", default=None,
+    help="A cluster description (node kinds and partitions, docs/dev-cluster.md) instead of "
+    f"--nodes of the paper's servers; shipped: {', '.join(shipped_sites())}.")
+
+
+def _site(cluster: str | None):
+    if cluster is None:
+        return None
+    try:
+        return load_site(cluster)
+    except SiteError as exc:
+        raise BadInput(f"--cluster {exc}") from None
+
+
 CACHE_OPTION = click.option(
     "--cache", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CACHE,
     show_default=True, help="Where the releases' root filesystems are kept "
@@ -34,8 +50,9 @@ CACHE_OPTION = click.option(
 def dev_cluster() -> None:
     """A real Slurm cluster on this machine: slurmctld, N slurmd with 8 fake GPUs,
     24 cores and 500 GB each, GPU-proportional partition defaults (DefCpuPerGPU=3,
-    DefMemPerGPU=62500), its own munged. Needs root (slurmd runs jobs as their users).
-    Installs slurmctld, slurmd, slurm-client and munge from Debian when missing."""
+    DefMemPerGPU=62500), or the node kinds and partitions of --cluster; its own munged.
+    Needs root (slurmd runs jobs as their users). Installs slurmctld, slurmd, slurm-client
+    and munge from Debian when missing."""
 
 
 @dev_cluster.command("up")
@@ -45,6 +62,7 @@ def dev_cluster() -> None:
 @click.option("--hook", is_flag=True, help="Install job_submit_hook/job_submit.lua "
               "(JobSubmitPlugins=lua).")
 @SLURM_OPTION
+@CLUSTER_OPTION
 @CACHE_OPTION
 @click.option("--bind", "binds", multiple=True, type=click.Path(exists=True, file_okay=False,
               resolve_path=True), help="With a release from a cached root: a host directory "
@@ -58,24 +76,27 @@ def dev_cluster() -> None:
 @click.option("--no-install", is_flag=True, help="Fail instead of installing packages.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1),
               help="Seconds to wait for all nodes to be idle.")
-def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cache: Path,
-           binds: tuple[str, ...], accounting: bool, no_install: bool, timeout: float) -> None:
+def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cluster: str | None,
+           cache: Path, binds: tuple[str, ...], accounting: bool, no_install: bool,
+           timeout: float) -> None:
     """Start the cluster (or report the one already running there).
 
     The last line printed is ``export SLURM_CONF=...`` (with ``PATH=`` for a release from a
     cached root, whose commands are wrappers in DIR/bin): eval it to use the cluster. For
     synergy itself, set ``[slurm] conf`` and ``[slurm] bindir`` in synergy.toml to the same.
     """
-    spec = local_spec(state_dir, nodes, port, hook, release, binds, accounting)
+    spec = local_spec(state_dir, nodes, port, hook, release, binds, accounting, _site(cluster))
     try:
         seconds, spec = devcluster.up(spec, install=not no_install, timeout_s=timeout,
                                       cache=cache.resolve())
     except devcluster.DevClusterError as exc:
         raise Failed(str(exc)) from None
     version = devcluster.release_info(spec).get("version", "?")
-    click.echo(f"Slurm {version}: {nodes} nodes idle after {seconds:.2f} s "
-               f"({nodes * 8} GPUs{', accounting' if accounting else ''}); state in "
-               f"{spec.state_dir}", err=True)
+    total = spec.layout.cluster_state().total
+    click.echo(f"Slurm {version}: {len(spec.node_names)} nodes idle after {seconds:.2f} s "
+               f"({total.gpus} GPUs, partitions "
+               f"{', '.join(p.name for p in spec.layout.partitions)}"
+               f"{', accounting' if accounting else ''}); state in {spec.state_dir}", err=True)
     if spec.bindir.is_dir():
         click.echo(f"export SLURM_CONF={spec.conf_path} PATH={spec.bindir}:$PATH")
     else:
@@ -90,12 +111,15 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cac
               help="For docker-compose: one host per node (n1..nN), controller 'slurmctld', "
               "default slurmd port.")
 @click.option("--hook", is_flag=True, help="Also install the job_submit hook.")
-def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: bool) -> None:
+@CLUSTER_OPTION
+def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: bool,
+               cluster: str | None) -> None:
     """Only write the cluster's config files (slurm.conf, gres.conf, cgroup.conf, fake GPU
     files) under DIR/etc; start nothing. docker-compose.slurm.yml uses this."""
+    site = _site(cluster)
     spec = DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=6817, hook=hook,
-                          containers=True) if containers else local_spec(state_dir, nodes, port,
-                                                                      hook)
+                          containers=True, site=site) if containers else local_spec(
+        state_dir, nodes, port, hook, site=site)
     for path in devcluster.write_all_config(spec):
         click.echo(str(path))
 

@@ -17,6 +17,7 @@ from ..sim.metrics import summary_row
 from ..sim.report import write_results
 from ..sim.runner import Run, Workload, plan_runs, run_all
 from ..sim.trace import TraceError, read_trace, write_trace
+from ..site import SiteError, load_site
 from .errors import BadInput, writable_dir, writable_file
 from .options import check_server, csv_list, profiles_option_value
 
@@ -52,6 +53,11 @@ def _numbers(value: str, what: str) -> list[float]:
 @click.option("--window", default=None, metavar="FIRST,LAST",
               help="Job ids the statistics cover. Default: 4000,4999 for generated traces, "
               "all jobs for replays.")
+@click.option("--cluster", "cluster_file", metavar="FILE|NAME", default=None,
+              help="Simulate on a cluster description (node kinds and partitions, as "
+              "'synergy dev-cluster up --cluster' starts it; shipped: mixed, paper) instead "
+              "of --servers identical servers: every node, with the default partition's "
+              "proportional share.")
 @click.option("--servers", default=16, show_default=True, type=click.IntRange(1, 100000))
 @click.option("--gpus-per-server", default=8, show_default=True, type=click.IntRange(1, 64))
 @click.option("--cpus-per-server", default=24, show_default=True, type=click.IntRange(1, 4096))
@@ -99,7 +105,8 @@ def _numbers(value: str, what: str) -> list[float]:
               help="Write the generated trace (every job that arrived) as CSV.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).")
-def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, window, servers,
+def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, window,
+                 cluster_file, servers,
                  gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
                  profiles_path, static, round_seconds, restart_cost, reference_speedups,
                  no_preempt, requeue_budget, requeue_interval, placement, opt_time_limit,
@@ -153,7 +160,14 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                                      param_hint="--jobs")
         workload = Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
                             static=static, count=count)
-    cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server, mem_per_server)
+    if cluster_file is not None:
+        try:
+            cluster = load_site(cluster_file).cluster_state()
+        except SiteError as exc:
+            raise BadInput(f"--cluster {exc}") from None
+    else:
+        cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
+                                       mem_per_server)
     if any(g > cluster.total.gpus for g in _gpu_counts(workload)):
         raise BadInput("the trace has jobs larger than the cluster")
     try:

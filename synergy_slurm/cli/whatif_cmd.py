@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..core import ALLOCATOR_NAMES, ClusterState
+from ..site import SiteError, load_site
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
 from ..slurm.sacct import TEXT_FIELDS, parse_history
@@ -45,6 +46,9 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
               "instead of leaving it proportional; the report counts them as assumed.")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="With --assume-mix: the draws' seed.")
+@click.option("--cluster", "cluster_file", metavar="FILE|NAME", default=None,
+              help="Replay on a cluster description (as 'synergy dev-cluster up --cluster' "
+              "takes it) instead of the live cluster's nodes.")
 @click.option("--servers", default=None, type=click.IntRange(1, 100000),
               help="Replay on this many identical servers instead of the live cluster's "
               "GPU nodes (read with sinfo/scontrol).")
@@ -67,7 +71,7 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
               help="Also write report.html (self-contained) and its PNG plots here.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).")
-def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, servers,
+def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster_file, servers,
                gpus_per_server, cpus_per_server, mem_per_server, allocator, round_seconds,
                restart_cost, profiles_path, fmt, report_dir, progress) -> None:
     """Replay this site's job history through synergy's scheduler and report what it
@@ -120,8 +124,16 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, servers
     reasons: dict[str, int] = {}
     for s in skipped:
         reasons[s.reason] = reasons.get(s.reason, 0) + 1
-    cluster = (ClusterState.uniform(servers, gpus_per_server, cpus_per_server, mem_per_server)
-               if servers is not None else _live_cluster(cfg, cli))
+    if cluster_file is not None:
+        try:
+            cluster = load_site(cluster_file).cluster_state()
+        except SiteError as exc:
+            raise BadInput(f"--cluster {exc}") from None
+    elif servers is not None:
+        cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
+                                       mem_per_server)
+    else:
+        cluster = _live_cluster(cfg, cli)
     try:
         rp = build_replay(history, profiles, cluster.fair, [s.name for s in cluster.servers],
                           parsed_rules, mix, seed, export_time)

@@ -20,12 +20,14 @@ from pathlib import Path
 
 from ..config import Config
 from ..core import (
+    Allocation,
     ClusterState,
     JobSpec,
     Plan,
     Profile,
     ProfileError,
     RequeueRule,
+    Resources,
     get_allocator,
     get_policy,
     plan_round,
@@ -56,7 +58,7 @@ from .classify import classify, job_spec, limit_blocked, profile_key, requeue_ok
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
-from .observe import cluster_state
+from .observe import also_reserved, cluster_state, pools
 from .requeue import holdings, requeue_actions
 from .state import StateStore
 
@@ -154,11 +156,10 @@ class Controller:
             raise
         now = self.clock()
         profiles = self.profiles()
-        cluster = cluster_state(snap, self.cfg)
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
-            self._write_hook_table(cluster, profiles, now)
+            self._write_hook_table(cluster_state(snap, self.cfg), profiles, now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
         strays: list[Action] = []
@@ -178,24 +179,9 @@ class Controller:
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
         can_lower = self._lowers_pending()
-        pending = [j for j in managed if runnable(j, can_lower)]
         running = [j for j in managed if j.running]
-        specs = self._limited({j.job_id: job_spec(j, now, profiles) for j in managed},
-                              pending, [j for j in running if requeue_ok(j)], snap, cluster)
-        may_requeue = [(j, specs[j.job_id]) for j in running if requeue_ok(j)]
-        rp = plan_round([specs[j.job_id] for j in pending], holdings(may_requeue, cluster.fair),
-                        cluster, self.policy, self.allocator, self.requeue_rule,
-                        self.state.last_requeues(), now)
-        plan = rp.plan
-        actions = strays + reconcile_pending(pending, plan, cluster.fair, can_lower)
-        if not can_lower:
-            actions += [Action(j.job_id, CANNOT, current_shape(j, cluster.fair), None,
-                               f"waits on {j.reason} with the shape synergy gave it; this "
-                               "Slurm ignores lowering a job it has scheduled: raise the "
-                               "limit, or cancel and resubmit", j.user)
-                        for j in managed if limit_blocked(j)]
-        actions += requeue_actions(rp.requeues, {j.job_id: j for j in running}, cluster.fair,
-                                   self.requeue_rule)
+        plan, planned = self._plan_pools(snap, managed, profiles, can_lower, now)
+        actions = strays + planned
         by_id = {j.job_id: j for j in snap.jobs}
         results, errors = self._act(rid, actions, by_id)
         self._record(rid, managed, plan, actions, results, now)
@@ -214,6 +200,54 @@ class Controller:
                  len(snap.jobs), len(managed), len(actions), errors, duration)
         return RoundResult(rid, actions, results, errors, duration, len(managed), skipped,
                            events)
+
+    def _plan_pools(self, snap: Snapshot, managed: list[SlurmJob],
+                    profiles: dict[str, Profile], can_lower: bool, now: float
+                    ) -> tuple[Plan, list[Action]]:
+        """Plan each managed partition's pool in turn (``observe.pools``): its jobs, with its
+        proportional share, into its nodes less what earlier pools' plans took there; the
+        round's requeue budget is shared. Returns the merged plan and the actions."""
+        allocations: list[Allocation] = []
+        skipped: dict[int, str] = {}
+        actions: list[Action] = []
+        taken: dict[str, Resources] = {}
+        budget = self.requeue_rule.budget
+        last = self.state.last_requeues()
+        for pool in pools(snap, self.cfg):
+            mine = [j for j in managed if j.partition.split(",")[0] == pool.partition]
+            if not mine:
+                continue
+            cluster = also_reserved(pool.cluster, taken)
+            if not cluster.servers:
+                skipped.update({j.job_id: f"partition {pool.partition} has no usable GPU "
+                                "nodes" for j in mine if j.pending})
+                continue
+            fair = cluster.fair
+            pending = [j for j in mine if runnable(j, can_lower)]
+            running = [j for j in mine if j.running]
+            movable = [j for j in running if requeue_ok(j)]
+            specs = self._limited({j.job_id: job_spec(j, now, profiles) for j in mine},
+                                  pending, movable, snap, cluster)
+            rule = replace(self.requeue_rule, budget=budget)
+            rp = plan_round([specs[j.job_id] for j in pending],
+                            holdings([(j, specs[j.job_id]) for j in movable], fair), cluster,
+                            self.policy, self.allocator, rule, last, now)
+            budget -= len(rp.requeues)
+            actions += reconcile_pending(pending, rp.plan, fair, can_lower)
+            if not can_lower:
+                actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
+                                   f"waits on {j.reason} with the shape synergy gave it; "
+                                   "this Slurm ignores lowering a job it has scheduled: "
+                                   "raise the limit, or cancel and resubmit", j.user)
+                            for j in mine if limit_blocked(j)]
+            actions += requeue_actions(rp.requeues, {j.job_id: j for j in running}, fair,
+                                       self.requeue_rule)
+            allocations += rp.plan.allocations
+            skipped.update(rp.plan.skipped)
+            for a in rp.plan.allocations:
+                for name, n in a.placement:
+                    taken[name] = taken.get(name, Resources()) + a.share.times(n)
+        return Plan(tuple(allocations), skipped, self.allocator.name, self.policy.name), actions
 
     def _lowers_pending(self) -> bool:
         """Whether this Slurm honours lowering a pending job's cores (read once)."""

@@ -1,45 +1,95 @@
-"""From a Slurm snapshot to the cluster the core plans on.
+"""From a Slurm snapshot to the clusters the core plans on: one pool per managed partition.
 
-Servers are the usable GPU nodes of the managed partitions. Everything already allocated
-on a node (running jobs of every kind) is reserved: the core plans pending jobs into what
-is left. The proportional share is the partition's DefCpuPerGPU/DefMemPerGPU when set.
+A pool's servers are the usable GPU nodes of its partition, and its proportional share is
+that partition's DefCpuPerGPU/DefMemPerGPU (else the smallest per-GPU share of its nodes),
+so a job is planned with its own partition's defaults on the nodes it can run on.
+Everything already allocated on a node (running jobs of every kind) is reserved: the core
+plans pending jobs into what is left. A node in several managed partitions is in each of
+their pools; the controller plans the pools one after another (in the order of ``[hook]
+partitions``) and reserves what one pool's plan takes before the next, so a shared node is
+never counted twice.
 
 A partition's MaxCPUsPerNode / MaxMemPerNode caps what a job may get on a node: a server
-offers at most that much (the tightest managed partition the node is in), so no plan raises
-a job past it, where Slurm would leave the job pending for ever. What is already in use
-counts against the cap as well as against the node (an approximation where other
-partitions share the node).
+offers at most that much, so no plan raises a job past it, where Slurm would leave the job
+pending for ever. What is already in use counts against the cap as well as against the node
+(an approximation where other partitions share the node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from ..config import Config
 from ..core import ClusterState, PerGpu, Resources, Server
-from ..slurm.model import Snapshot
+from ..slurm.model import SlurmPartition, Snapshot
 from ..vocabulary import MB_PER_GB
 
 
-def cluster_state(snap: Snapshot, cfg: Config) -> ClusterState:
-    managed = set(cfg.hook.partitions)
-    parts = [p for p in snap.partitions if p.name in managed]
-    part_nodes = {n for p in parts for n in p.nodes}
+@dataclass(frozen=True)
+class Pool:
+    """A managed partition's nodes as the core plans on them."""
+
+    partition: str
+    cluster: ClusterState
+
+
+def pools(snap: Snapshot, cfg: Config) -> list[Pool]:
+    """One pool per managed partition present in Slurm, in ``[hook] partitions`` order;
+    a partition without usable GPU nodes has a pool without servers."""
+    by_name = {p.name: p for p in snap.partitions}
+    out = []
+    for name in cfg.hook.partitions:
+        part = by_name.get(name)
+        if part is not None:
+            out.append(Pool(name, _pool_cluster(snap, part)))
+    return out
+
+
+def _pool_cluster(snap: Snapshot, part: SlurmPartition) -> ClusterState:
     servers, reserved = [], []
     for node in sorted(snap.nodes, key=lambda n: n.name):
-        in_part = node.name in part_nodes or bool(set(node.partitions) & managed)
-        if not (in_part and node.gpus > 0 and node.usable):
+        mine = node.name in part.nodes or part.name in node.partitions
+        if not (mine and node.gpus > 0 and node.usable):
             continue
-        mine = [p for p in parts if node.name in p.nodes or p.name in node.partitions]
-        cpus = min([node.cpus, *(p.max_cpus_per_node for p in mine if p.max_cpus_per_node)])
-        mem_mb = min([node.mem_mb,
-                      *(p.max_mem_per_node_mb for p in mine if p.max_mem_per_node_mb)])
+        cpus = min(node.cpus, part.max_cpus_per_node or node.cpus)
+        mem_mb = min(node.mem_mb, part.max_mem_per_node_mb or node.mem_mb)
         servers.append(Server(node.name, Resources(node.gpus, cpus, mem_mb / MB_PER_GB)))
         used = Resources(node.alloc_gpus, min(node.alloc_cpus, cpus),
                          min(node.alloc_mem_mb, mem_mb) / MB_PER_GB)
         if used != Resources():
             reserved.append((node.name, used))
     fair = None
-    for p in snap.partitions:
-        if p.name in managed and p.def_cpu_per_gpu and p.def_mem_per_gpu_mb:
-            fair = PerGpu(p.def_cpu_per_gpu, p.def_mem_per_gpu_mb / MB_PER_GB)
-            break
+    if part.def_cpu_per_gpu and part.def_mem_per_gpu_mb:
+        fair = PerGpu(part.def_cpu_per_gpu, part.def_mem_per_gpu_mb / MB_PER_GB)
     return ClusterState(tuple(servers), tuple(reserved), fair)
+
+
+def also_reserved(cluster: ClusterState, taken: Mapping[str, Resources]) -> ClusterState:
+    """``cluster`` with ``taken`` (what earlier pools' plans put on shared nodes) reserved."""
+    names = {s.name for s in cluster.servers}
+    extra = tuple((n, r) for n, r in taken.items() if n in names and r != Resources())
+    if not extra:
+        return cluster
+    return ClusterState(cluster.servers, cluster.reserved + extra, cluster.fair_share)
+
+
+def cluster_state(snap: Snapshot, cfg: Config) -> ClusterState:
+    """Every managed GPU node once, each capped by the tightest managed partition it is in,
+    with the first managed partition's proportional share: the whole managed cluster (the
+    hook's table, what-if replays)."""
+    found = pools(snap, cfg)
+    servers: dict[str, Server] = {}
+    reserved: dict[str, Resources] = {}
+    for pool in found:
+        for s in pool.cluster.servers:
+            old = servers.get(s.name)
+            servers[s.name] = s if old is None else Server(s.name, Resources(
+                s.capacity.gpus, min(s.capacity.cpus, old.capacity.cpus),
+                min(s.capacity.mem_gb, old.capacity.mem_gb)))
+        for name, used in pool.cluster.reserved:
+            reserved.setdefault(name, used)
+    fair = next((p.cluster.fair_share for p in found if p.cluster.fair_share), None)
+    names = sorted(servers)
+    return ClusterState(tuple(servers[n] for n in names),
+                        tuple((n, reserved[n]) for n in names if n in reserved), fair)

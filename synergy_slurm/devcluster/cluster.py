@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..shipped import HOOK_LUA, shipped_file
+from ..site import SiteError, site_from_dict
 from ..slurm.commands import SlurmCLI
 from . import accounting, releases
 from .conf import DevClusterSpec, local_spec, slurm_conf, slurmdbd_conf, write_config
@@ -147,7 +148,8 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
     (spec.state_dir / RELEASE_FILE).write_text(json.dumps(
         {"slurm": spec.slurm, "version": slurm.version,
          "root": str(slurm.root) if slurm.root else None, "plugin_dir": spec.plugin_dir,
-         "binds": list(spec.binds), "accounting": spec.accounting}))
+         "binds": list(spec.binds), "accounting": spec.accounting,
+         "site": spec.site.to_dict() if spec.site else None}))
     binds = _binds(spec)
     env = env_for(spec)
     try:
@@ -291,7 +293,8 @@ def wait_idle(spec: DevClusterSpec, timeout_s: float) -> None:
     while time.monotonic() < deadline:
         with contextlib.suppress(DevClusterError):
             last = node_states(spec)
-            if len(last) == spec.nodes and all(n.state.startswith("idle") for n in last):
+            if len(last) == len(spec.node_names) and all(n.state.startswith("idle")
+                                                          for n in last):
                 return
         time.sleep(0.2)
     raise DevClusterError(f"nodes not idle: {[(n.name, n.state) for n in last]}")
@@ -356,6 +359,10 @@ def existing_spec(state_dir: Path) -> DevClusterSpec:
                        plugin_dir=info.get("plugin_dir") or "",
                        binds=tuple(info.get("binds", ())),
                        accounting=bool(info.get("accounting")))
+        if info.get("site"):
+            with contextlib.suppress(SiteError):
+                site = site_from_dict(info["site"])
+                spec = replace(spec, site=site, nodes=len(site.nodes))
     return spec
 
 

@@ -11,12 +11,13 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..site import Site, default_site
+
 DEFAULT_PORT = 16817
 
-# The paper's servers: 8 GPUs, 24 cores, 500 GB; GPU-proportional partition defaults.
+# The paper's servers (the default layout): 8 GPUs, 24 cores, 500 GB; GPU-proportional
+# partition defaults.
 NODE_GPUS = 8
-NODE_CPUS = 24
-NODE_MEM_MB = 500_000
 DEF_CPU_PER_GPU = 3
 DEF_MEM_PER_GPU_MB = 62_500
 
@@ -44,10 +45,17 @@ class DevClusterSpec:
     # A site's accounting: slurmdbd over a private MariaDB, associations and QOS enforced,
     # priority/multifactor with fair-share, job accounting gathered (accounting.py).
     accounting: bool = False
+    # Node kinds and partitions (synergy_slurm.site); None: ``nodes`` of the paper's servers
+    # in one partition ``gpu``.
+    site: Site | None = None
+
+    @property
+    def layout(self) -> Site:
+        return self.site if self.site is not None else default_site(self.nodes)
 
     @property
     def node_names(self) -> list[str]:
-        return [f"n{i}" for i in range(1, self.nodes + 1)]
+        return [n for n, _ in self.layout.nodes]
 
     @property
     def etc(self) -> Path:
@@ -88,13 +96,15 @@ class DevClusterSpec:
 
 def local_spec(state_dir: Path, nodes: int = 4, port: int = DEFAULT_PORT,
                hook: bool = False, slurm: str = "system", binds: tuple[str, ...] = (),
-               accounting: bool = False) -> DevClusterSpec:
+               accounting: bool = False, site: Site | None = None) -> DevClusterSpec:
     """The single-machine cluster: slurmctld on ``port``, slurmd n1..nN on port + 184 + i,
     with accounting slurmdbd on port + 1 and MariaDB on port + 2, all on this host."""
     host = socket.gethostname().split(".")[0] or "localhost"
+    if site is not None:
+        nodes = len(site.nodes)
     return DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=port,
                           node_port_base=port + 184, hostname=host, hook=hook, slurm=slurm,
-                          binds=tuple(binds), accounting=accounting)
+                          binds=tuple(binds), accounting=accounting, site=site)
 
 
 def slurm_conf(spec: DevClusterSpec) -> str:
@@ -145,18 +155,22 @@ def slurm_conf(spec: DevClusterSpec) -> str:
         lines.append("JobSubmitPlugins=lua")
     if spec.plugin_dir:
         lines.append(f"PluginDir={spec.plugin_dir}")
-    for i, name in enumerate(spec.node_names):
+    site = spec.layout
+    for i, (name, kind) in enumerate(site.nodes):
         if spec.containers:
             where = f"NodeHostname={name}"
             port = 6818
         else:
             where = f"NodeHostname={spec.hostname} NodeAddr={spec.address}"
             port = spec.node_port(i)
-        lines.append(f"NodeName={name} {where} Port={port} CPUs={NODE_CPUS} "
-                     f"RealMemory={NODE_MEM_MB} Gres=gpu:{NODE_GPUS} State=UNKNOWN")
-    lines.append(f"PartitionName=gpu Nodes={','.join(spec.node_names)} Default=YES "
-                 f"MaxTime=INFINITE State=UP DefCpuPerGPU={DEF_CPU_PER_GPU} "
-                 f"DefMemPerGPU={DEF_MEM_PER_GPU_MB}")
+        gres = f"gpu:{kind.gpu_type}:{kind.gpus}" if kind.gpu_type else f"gpu:{kind.gpus}"
+        lines.append(f"NodeName={name} {where} Port={port} CPUs={kind.cpus} "
+                     f"RealMemory={kind.mem_mb} Gres={gres} State=UNKNOWN")
+    for part in site.partitions:
+        lines.append(f"PartitionName={part.name} Nodes={','.join(site.partition_nodes(part))} "
+                     f"Default={'YES' if part.default else 'NO'} MaxTime=INFINITE State=UP "
+                     f"DefCpuPerGPU={part.def_cpu_per_gpu} "
+                     f"DefMemPerGPU={round(part.def_mem_gb_per_gpu * 1000)}")
     return "\n".join(lines) + "\n"
 
 
@@ -215,9 +229,12 @@ def slurmdbd_conf(spec: DevClusterSpec, db_password: str) -> str:
 
 def gres_conf(spec: DevClusterSpec) -> str:
     """Fake GPUs: Slurm drops a GPU that has no File=, plain files are enough."""
-    names = ",".join(spec.node_names)
-    return ("AutoDetect=off\n"
-            f"NodeName={names} Name=gpu File={spec.gpu_dir}/gpu[0-{NODE_GPUS - 1}]\n")
+    lines = ["AutoDetect=off"]
+    for kind in spec.layout.kinds:
+        typed = f" Type={kind.gpu_type}" if kind.gpu_type else ""
+        lines.append(f"NodeName={','.join(kind.node_names)} Name=gpu{typed} "
+                     f"File={spec.gpu_dir}/gpu[0-{kind.gpus - 1}]")
+    return "\n".join(lines) + "\n"
 
 
 def cgroup_conf() -> str:
@@ -230,7 +247,7 @@ def write_config(spec: DevClusterSpec) -> list[Path]:
     """Write every config file (and the fake GPU files) under the state directory."""
     spec.etc.mkdir(parents=True, exist_ok=True)
     spec.gpu_dir.mkdir(parents=True, exist_ok=True)
-    for i in range(NODE_GPUS):
+    for i in range(max(k.gpus for k in spec.layout.kinds)):
         (spec.gpu_dir / f"gpu{i}").touch()
     out = []
     for name, text in (("slurm.conf", slurm_conf(spec)), ("gres.conf", gres_conf(spec)),

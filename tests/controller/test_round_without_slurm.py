@@ -241,3 +241,43 @@ def test_a_job_shaped_past_a_new_limit_is_lowered_where_slurm_allows(tmp_path, p
         assert writer.calls == [("reshape", 5, Shape(8, 125000))]
     else:
         assert "QOSMaxCpuPerJobLimit" in action.reason and writer.calls == []
+
+
+def test_each_partition_is_planned_with_its_own_share_and_shared_nodes_count_once(
+        tmp_path, profiles_path):
+    """Partition 'small' (n1, 2 cores/GPU) and 'big' (n1 and n2, 6 cores/GPU). An 8-GPU
+    res50 job in 'small' fills n1 in the first pool's plan; the 8-GPU gnmt job in 'big'
+    would fit n1 too (1 core/GPU) but finds it taken and goes to n2."""
+    n1, n2 = node("n1"), SlurmNode("n2", cpus=96, mem_mb=2_000_000, gpus=8, state="idle",
+                                   partitions=("big",))
+    n1 = SlurmNode("n1", cpus=24, mem_mb=500_000, gpus=8, state="idle",
+                   partitions=("small", "big"))
+    res50 = dict(comment="synergy:profile=res50",
+                 admin_comment="synergy.managed=1,synergy.profile=res50,synergy.held=1")
+    gnmt = dict(comment="synergy:profile=gnmt",
+                admin_comment="synergy.managed=1,synergy.profile=gnmt,synergy.held=1")
+    jobs = (job(1, partition="small", gpus=8, gpus_per_job=8, **res50),
+            job(2, partition="big", gpus=8, gpus_per_job=8, **gnmt))
+    snap = Snapshot(jobs, (n1, n2), (SlurmPartition("small", ("n1",), 2, 50_000, True),
+                                     SlurmPartition("big", ("n1", "n2"), 6, 100_000)),
+                    "22.05.8")
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
+                                                      "partitions": ["small", "big"],
+                                                      "default_partition": "small"}})
+    plan, _ = ctl._plan_pools(snap, list(jobs), ctl.profiles(), False, NOW)
+    where = {a.job_id: a.placement for a in plan.allocations}
+    assert where == {1: (("n1", 8),), 2: (("n2", 8),)}     # n1 is small's now
+    by_id = plan.by_job()
+    # small's job: at most n1's 3 cores per GPU (res50 wants 4), above small's share of 2.
+    assert by_id[1].share.cpus == 3 and by_id[2].share.cpus >= 1
+    ctl.run_round()
+    shapes = {c[1]: c[2] for c in writer.calls if c[0] == "reshape"}
+    assert shapes[1].cpus_per_gpu == 3
+
+
+def _doc(ctl) -> dict:
+    c = ctl.cfg
+    return {"profiles": {"file": c.profiles.file, "store": c.profiles.store},
+            "controller": {"mode": c.controller.mode, "state_db": c.controller.state_db,
+                           "audit_log": c.controller.audit_log}}
