@@ -11,8 +11,10 @@
    which the prediction of step 2 should match.
 
     python benchmarks/e2e_whatif.py [--jobs 30] [--seed 7] [--slurm 26.05] [--json]
+    python benchmarks/e2e_whatif.py --replay-only [--round-seconds 5]   # from the saved exports
 
-Needs root. About 2 x 5 minutes.
+Needs root. About 2 x 5 minutes. The two windows' sacct exports are kept in --out
+(default /tmp/synergy-e2e-whatif), so the comparison can be run again without the runs.
 """
 
 from __future__ import annotations
@@ -41,7 +43,11 @@ from synergy_slurm.sim.trace import TraceJob
 from synergy_slurm.slurm.commands import SlurmCLI
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
-ROUND_S = 5.0            # whatif's rounds: Slurm's own scheduling pass is every 5 s here
+# Whatif's rounds: jobs here last 1-3 minutes and Slurm starts one within a second or
+# two of resources freeing, so rounds of a second (a real site's hour-long jobs: a minute).
+ROUND_S = 1.0
+SHAPE = ["--servers", "4", "--gpus-per-server", "8", "--cpus-per-server", "24",
+         "--mem-per-server", "500"]     # the dev cluster's nodes
 
 
 def mix(profiles, n: int, seed: int) -> list[TraceJob]:
@@ -83,15 +89,19 @@ def run_mix(cli: SlurmCLI, jobs: list[TraceJob], profiles_path: Path, work: Path
     return start, end
 
 
-def whatif(cfg_path: Path, start: str, end: str, export: Path) -> dict:
-    cli_args = ["whatif", "--config", str(cfg_path), "-S", start, "-E", end,
-                "--round-seconds", str(ROUND_S), "--format", "json", "--no-progress"]
-    res = CliRunner().invoke(synergy, cli_args)
+def export(cli: SlurmCLI, start: str, end: str, path: Path) -> Path:
+    """The window's history, as an admin would save it for synergy whatif --from."""
+    path.write_text(cli.run("sacct", ["-a", "-X", "-D", "--json", "-S", start, "-E", end]))
+    return path
+
+
+def whatif(history: Path, profiles_path: Path, round_s: float) -> dict:
+    res = CliRunner().invoke(synergy, [
+        "whatif", "--from", str(history), *SHAPE, "--profiles", str(profiles_path),
+        "--round-seconds", str(round_s), "--format", "json", "--no-progress"])
     if res.exit_code != 0:
         raise SystemExit(f"whatif failed: {res.output}")
-    doc = json.loads(res.output.strip().splitlines()[-1])
-    export.write_text(json.dumps(doc))
-    return doc
+    return json.loads(res.output.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -100,8 +110,23 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--slurm", default="system", choices=RELEASES)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/synergy-e2e-whatif"))
+    ap.add_argument("--round-seconds", type=float, default=ROUND_S)
+    ap.add_argument("--replay-only", action="store_true",
+                    help="compare again from the exports a previous run saved in --out")
     args = ap.parse_args()
     profiles_path = SHARED / "model_profiles.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    plain, synergy_run = args.out / "plain.json", args.out / "synergy.json"
+    meta = args.out / "runs.json"
+    if not args.replay_only:
+        meta.write_text(json.dumps(runs(args, profiles_path, plain, synergy_run)))
+    return report(json.loads(meta.read_text()), plain, synergy_run, profiles_path,
+                  args.round_seconds, args.json)
+
+
+def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
+    """The two real runs; their sacct exports written to ``plain`` and ``synergy_run``."""
     jobs = mix(load_profiles(profiles_path), args.jobs, args.seed)
     spec = local_spec(Path("/tmp/synergy-bench-whatif"), port=18417, hook=True,
                       slurm=args.slurm, binds=(str(SHARED),), accounting=True)
@@ -118,14 +143,12 @@ def main() -> int:
         "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
                        "interval_s": 1.0, "state_db": str(work / "state.db"),
                        "audit_log": str(work / "audit.jsonl"), "requeue_budget": 0}}
-    cfg_path = work / "synergy.toml"
-    cfg_path.write_text(_toml(cfg_doc))
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=60)
         t = time.monotonic()
         window = run_mix(cli, jobs, profiles_path, work, "proportional")
         plain_wall = time.monotonic() - t
-        before = whatif(cfg_path, *window, work / "whatif_plain.json")
+        export(cli, *window, plain)
         ctl = Controller(config_from_dict(cfg_doc))
         ctl.run_round()   # the hook table: from now on the hook holds the jobs
         stop = threading.Event()
@@ -136,10 +159,19 @@ def main() -> int:
         synergy_wall = time.monotonic() - t
         stop.set()
         thread.join(timeout=60)
-        after = whatif(cfg_path, *window, work / "whatif_synergy.json")
+        export(cli, *window, synergy_run)
     finally:
         devcluster.down(spec)
         shutil.rmtree(work, ignore_errors=True)
+    return {"slurm": version, "jobs": len(jobs), "seed": args.seed,
+            "plain_run_wall_s": round(plain_wall, 1),
+            "synergy_run_wall_s": round(synergy_wall, 1)}
+
+
+def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path, round_s: float,
+           as_json: bool) -> int:
+    before = whatif(plain, profiles_path, round_s)
+    after = whatif(synergy_run, profiles_path, round_s)
     real_plain, real_syn = before["overall"]["actual"], after["overall"]["actual"]
     pred_prop, pred_syn = before["overall"]["proportional"], before["overall"]["synergy"]
 
@@ -147,9 +179,8 @@ def main() -> int:
         return round((pred - real) / real, 4)
 
     out = {
-        "slurm": version, "jobs": len(jobs), "seed": args.seed,
+        **meta, "round_s": round_s,
         "replayed": before["replayed"], "profiles": before["profiles"],
-        "plain_run_wall_s": round(plain_wall, 1), "synergy_run_wall_s": round(synergy_wall, 1),
         "real_plain_makespan_h": real_plain["makespan_h"],
         "real_plain_jct_mean_h": real_plain["jct_mean_h"],
         "replay_plain_makespan_h": pred_prop["makespan_h"],
@@ -165,21 +196,12 @@ def main() -> int:
         "real_gain_jct_mean": round(real_plain["jct_mean_h"] / real_syn["jct_mean_h"], 3),
         "predicted_gain_jct_mean": before["gain"]["jct_mean"],
     }
-    if args.json:
+    if as_json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
             print(f"{k:>30}: {v}")
     return 0
-
-
-def _toml(doc: dict) -> str:
-    lines = []
-    for section, keys in doc.items():
-        lines.append(f"[{section}]")
-        for k, v in keys.items():
-            lines.append(f"{k} = {json.dumps(v)}")
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,95 @@
+"""The mixed cluster (synergy_slurm/data/clusters/mixed.toml: 4-GPU A100 nodes with 64 cores,
+8-GPU H100 nodes with 96 cores, partitions a100, h100 and 'all' over both) with accounting:
+the controller plans each partition with its own defaults on its own nodes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from synergy_slurm import devcluster
+from synergy_slurm.config import config_from_dict
+from synergy_slurm.controller.daemon import Controller
+from synergy_slurm.devcluster import local_spec
+from synergy_slurm.hook.table import TABLE_NAME
+from synergy_slurm.site import load_site
+from synergy_slurm.slurm.reader import SlurmReader
+
+from ..conftest import TEST_SLURM, shared_dir
+from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
+
+pytestmark = pytest.mark.slurm
+PORT = int(os.environ.get("SYNERGY_TEST_MIXED_PORT", "16957"))
+REPORT = 'echo "cpus=$SLURM_CPUS_ON_NODE node=$SLURMD_NODENAME"'
+
+
+@pytest.fixture(scope="module")
+def mixed(slurm_cluster, request):
+    """The mixed cluster beside the session's (own ports and directory), for this module."""
+    spec = local_spec(Path("/tmp/synergy-test-mixed"), port=PORT, hook=True, slurm=TEST_SLURM,
+                      binds=(str(shared_dir().resolve()),), accounting=True,
+                      site=load_site("mixed"))
+    devcluster.down(devcluster.existing_spec(spec.state_dir))
+    seconds, spec = devcluster.up(spec, timeout_s=90)
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print(f"\nmixed cluster: {len(spec.node_names)} nodes idle after {seconds:.1f} s")
+    yield spec
+    devcluster.down(spec)
+
+
+@pytest.fixture
+def env(mixed, tmp_path, reference_dir):
+    cli = devcluster.slurm_cli(mixed, timeout_s=30)
+    cancel_all(cli)
+    tmp_path.chmod(0o755)
+    cfg = config_from_dict({
+        "slurm": {"conf": str(mixed.conf_path),
+                  "bindir": str(mixed.bindir) if mixed.bindir.is_dir() else ""},
+        "hook": {"dir": str(mixed.etc), "partitions": ["a100", "h100", "all"],
+                 "default_partition": "a100", "max_age_s": 60},
+        "profiles": {"file": str(reference_dir / "model_profiles.json"),
+                     "store": str(tmp_path / "p.db")},
+        "controller": {"mode": "enforce", "state_db": str(tmp_path / "s.db"),
+                       "audit_log": str(tmp_path / "a.jsonl")}})
+    yield cli, cfg, tmp_path
+    cancel_all(cli)
+    (mixed.etc / TABLE_NAME).unlink(missing_ok=True)
+
+
+def test_the_cluster_has_typed_gpus_and_overlapping_partitions(env):
+    cli, _, _ = env
+    snap = SlurmReader(cli).snapshot()
+    assert {n.name: n.gpus for n in snap.nodes} == {"a1": 4, "a2": 4, "h1": 8, "h2": 8}
+    parts = {p.name: (p.nodes, p.def_cpu_per_gpu) for p in snap.partitions}
+    assert parts["a100"] == (("a1", "a2"), 16) and parts["h100"] == (("h1", "h2"), 12)
+    assert set(parts["all"][0]) == {"a1", "a2", "h1", "h2"}
+
+
+def test_each_partition_is_planned_with_its_own_nodes_and_share(env):
+    """shufflenet wants 12 cores/GPU. In h100 (12/GPU by default, 96 cores on 8 GPUs) it
+    gets them; in 'all' (8/GPU) it is raised to them; every job lands on a node of its
+    partition, and nothing exceeds what a node has per GPU."""
+    cli, cfg, tmp = env
+    ctl = Controller(cfg)
+    ctl.run_round()                                     # the hook's table
+    jobs = {}
+    for part in ("a100", "h100", "all"):
+        jobs[part] = submit(cli, REPORT, "-p", part, "--gpus=2",
+                            "--comment=synergy:profile=shufflenet", "-o", str(tmp / part),
+                            tmp=tmp)
+    res = ctl.run_round()
+    assert res.errors == 0, res.results
+    rows = {r["job_id"]: r for r in ctl.state.jobs()}
+    for part, jid in jobs.items():
+        wait_for(cli, jid, {"COMPLETED"}, 60)
+        out = wait_file(tmp / part, "cpus=")
+        node = out.split("node=")[1].split()[0]
+        cpus = int(out.split("cpus=")[1].split()[0])
+        assert (part != "a100" or node.startswith("a")) and \
+            (part != "h100" or node.startswith("h")), (part, node)
+        assert cpus == rows[jid]["planned_cpus"] * 2, (part, cpus, rows[jid])
+    assert rows[jobs["all"]]["planned_cpus"] > 8          # raised above 'all''s share
+    assert rows[jobs["h100"]]["planned_cpus"] <= 12       # within an H100 node per GPU
