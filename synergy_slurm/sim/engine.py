@@ -39,6 +39,10 @@ from ..core.allocators.tune_ref import reference_speedup
 from .trace import TraceJob
 
 _NO_REQUEUE = RequeueRule()
+# A trace job without a model (a history's job whose profile is unknown): its iterations
+# are milliseconds of work at the proportional share, fine enough that whole iterations
+# per round lose nothing measurable.
+UNKNOWN_ITER_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
         while upcoming is not None and upcoming.arrival <= now:
             # A trace job without a model is one whose profile is unknown.
             prof = profiles[upcoming.model] if upcoming.model else None
-            job = _Job(upcoming, prof, iter_seconds(prof) if prof else 1.0,
+            job = _Job(upcoming, prof, iter_seconds(prof) if prof else UNKNOWN_ITER_S,
                        prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
             active[upcoming.job_id] = job
             seen.append(job)
@@ -295,7 +299,7 @@ def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     while rounds < max_rounds:
         while upcoming is not None and upcoming.arrival <= now:
             prof = profiles[upcoming.model] if upcoming.model else None
-            job = _Job(upcoming, prof, iter_seconds(prof) if prof else 1.0,
+            job = _Job(upcoming, prof, iter_seconds(prof) if prof else UNKNOWN_ITER_S,
                        prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
             waiting[upcoming.job_id] = job
             seen.append(job)

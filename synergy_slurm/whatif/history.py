@@ -24,13 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core import PerGpu, Profile, Resources
-from ..sim.engine import Occupancy
+from ..sim.engine import UNKNOWN_ITER_S, Occupancy
 from ..sim.jobsets import CLASSES
 from ..sim.trace import TraceJob
 from ..slurm.sacct import HistoryJob
 from ..vocabulary import KEY_RE, MB_PER_GB, comment_profile_key
 
 RULE_FIELDS = ("name", "account", "user", "partition", "comment", "qos")
+WORK_UNIT_S = UNKNOWN_ITER_S
 _RULE = re.compile(r"^(\w+):(.+)=([^=]+)$")
 
 
@@ -126,18 +127,27 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
         prof = profiles.get(key) if key else None
         elapsed = max(1.0, finish - job.start)
         if prof is None:
-            iterations, model, how = round(elapsed), "", "unknown"
+            work, model, how = elapsed, "", "unknown"
         else:
             share = PerGpu(max(1, job.cpus // job.gpus),
                            job.mem_mb / job.gpus / MB_PER_GB) if job.cpus else fair
-            speedup = prof.speedup(share, fair) if job.mem_mb else 1.0
-            iter_s = (prof.iter_time_s or 1.0) / prof.at(fair.cpus, fair.mem_gb)
-            iterations, model = round(elapsed * speedup / iter_s), prof.key
+            work = elapsed * (prof.speedup(share, fair) if job.mem_mb else 1.0)
+            model = prof.key
+        # Work in milliseconds at the proportional share (replay_profiles makes a
+        # profile's iteration that long), so whole iterations per round lose nothing.
+        iterations = round(work / WORK_UNIT_S)
         out.trace.append(TraceJob(job.job_id, model, job.eligible - t0, max(1, iterations),
                                   job.gpus))
         out.jobs[job.job_id] = job
         out.source[job.job_id] = how
     return out
+
+
+def replay_profiles(profiles: Mapping[str, Profile], fair: PerGpu) -> dict[str, Profile]:
+    """The profiles as the replay runs them: the same curves, with an iteration of
+    :data:`WORK_UNIT_S` at the proportional share (the trace counts work in that unit)."""
+    return {k: replace(p, iter_time_s=WORK_UNIT_S * p.at(fair.cpus, fair.mem_gb))
+            for k, p in profiles.items()}
 
 
 def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:

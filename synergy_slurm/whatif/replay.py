@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core import ClusterState, Profile
 from ..sim.engine import JobResult, SimConfig, SimResult, simulate
-from .history import Replay
+from .history import Replay, replay_profiles
 
 GROUPS = ("partition", "account")
 
@@ -91,6 +91,7 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
                          (j.end if j.end is not None else replay.end) - replay.t0)
               for jid, j in replay.jobs.items()}
     trace = sorted(replay.trace, key=lambda t: (t.arrival, t.job_id))
+    profiles = replay_profiles(profiles, cluster.fair)
     results = {}
     for name, alloc in (("proportional", "proportional"), ("synergy", allocator)):
         cfg = SimConfig(cluster, policy="fifo", allocator=alloc, round_s=round_s,

@@ -10,9 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from synergy_slurm.cli.main import main
-from synergy_slurm.core import PerGpu
+from synergy_slurm.core import ClusterState, PerGpu
 from synergy_slurm.slurm.sacct import HistoryJob, parse_history
 from synergy_slurm.whatif import HistoryError, Rule, build_replay
+from synergy_slurm.whatif.history import WORK_UNIT_S, replay_profiles
+from synergy_slurm.whatif.replay import run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "slurm" / "fixtures"
 FAIR = PerGpu(3, 62.5)
@@ -44,9 +46,20 @@ def test_work_is_measured_at_the_proportional_share(paper_profiles):
     """alexnet run an hour at 12 cores/GPU did 2.94 h of proportional work."""
     rp = build_replay([hjob(1, cpus=12, mem=125_000, comment="synergy:profile=alexnet")],
                       paper_profiles, FAIR, ["n1"])
-    prof = paper_profiles["alexnet"]
-    iter_s = prof.iter_time_s / prof.at(3, 62.5)
-    assert rp.trace[0].iterations * iter_s == pytest.approx(3600 * 2.94, rel=0.01)
+    assert rp.trace[0].iterations * WORK_UNIT_S == pytest.approx(3600 * 2.94, rel=0.01)
+
+
+def test_the_replay_loses_no_work_to_whole_iterations(paper_profiles):
+    """An hour of work at the proportional share replays as an hour in one-second rounds
+    (iterations of the profiles' own length, ~0.6 s, lost 40% to whole iterations)."""
+    prof = replay_profiles(paper_profiles, FAIR)["res18"]
+    assert prof.iter_time_s / prof.at(3, 62.5) == pytest.approx(WORK_UNIT_S)
+    rp = build_replay([hjob(1, comment="synergy:profile=res18"), hjob(2)], paper_profiles,
+                      FAIR, ["n1"])
+    out = run(rp, paper_profiles, ClusterState.uniform(1), "tune", round_s=1.0)
+    times = out.times("proportional")
+    assert times[1].end - times[1].start == pytest.approx(3600, abs=2)
+    assert times[2].end - times[2].start == pytest.approx(3600, abs=2)
 
 
 def test_rules_then_assumed_mix_then_unknown(paper_profiles):
@@ -71,13 +84,13 @@ def test_bad_rules_say_why(text):
         Rule.parse(text)
 
 
-def run(*args: str):
+def whatif(*args: str):
     return CliRunner().invoke(main, ["whatif", "--no-progress", *args])
 
 
 @pytest.mark.parametrize("kind", ["json", "txt"])
 def test_whatif_on_a_recorded_export(kind, tmp_path):
-    res = run("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
+    res = whatif("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
               "--round-seconds", "1", "--format", "json", "--report", str(tmp_path))
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output.strip().splitlines()[-1])
@@ -88,7 +101,7 @@ def test_whatif_on_a_recorded_export(kind, tmp_path):
     assert set(doc["by_account"]) == {"lab-a"} and set(doc["by_partition"]) == {"gpu"}
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and (tmp_path / "jct_cdf.png").stat().st_size
-    text = run("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
+    text = whatif("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
                "--round-seconds", "1")
     assert text.exit_code == 0 and text.output.index("Fidelity") < text.output.index("mean JCT")
 
@@ -99,24 +112,24 @@ def test_a_bad_export_gives_counts_and_reasons(tmp_path):
                                              "time": {"submission": 5, "start": 9, "end": 7}}]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc))
-    res = run("--from", str(path), "--servers", "1", "--round-seconds", "1")
+    res = whatif("--from", str(path), "--servers", "1", "--round-seconds", "1")
     assert res.exit_code == 0, res.output
     assert "skipped records: 1 ends before it started" in res.output
     assert "skipped records: 1 no time record" in res.output
     assert "skipped records: 1 not an object" in res.output
     path.write_text(path.read_text()[:500])        # truncated
-    res = run("--from", str(path), "--servers", "1")
+    res = whatif("--from", str(path), "--servers", "1")
     assert res.exit_code == 2 and "not JSON" in res.output and "Traceback" not in res.output
 
 
 def test_a_history_with_nothing_to_replay_says_so(tmp_path):
     path = tmp_path / "h.json"
     path.write_text(json.dumps({"jobs": []}))
-    res = run("--from", str(path), "--servers", "1")
+    res = whatif("--from", str(path), "--servers", "1")
     assert res.exit_code == 2 and "no jobs" in res.output
 
 
 def test_jobs_larger_than_the_replayed_cluster_are_refused(tmp_path):
-    res = run("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "1",
+    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "1",
               "--gpus-per-server", "1", "--cpus-per-server", "4")
     assert res.exit_code == 2 and "more GPUs than the replayed cluster" in res.output
