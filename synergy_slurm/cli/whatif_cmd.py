@@ -60,7 +60,9 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
               type=click.Choice([a for a in ALLOCATOR_NAMES if a != "proportional"]),
               help="Synergy's allocator in the prediction.")
 @click.option("--round-seconds", default=60.0, show_default=True,
-              type=click.FloatRange(1, 3600), help="Planning rounds of the replay.")
+              type=click.FloatRange(1, 3600),
+              help="Planning rounds of the replay: the cadence of your scheduler (Slurm's "
+              "sched_interval, 60 s unless SchedulerParameters says otherwise).")
 @click.option("--restart-cost", default=0.0, show_default=True, type=click.FloatRange(0))
 @click.option("--profiles", "profiles_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Profiles JSON. Default: the config's profiles (file and store), else the "
