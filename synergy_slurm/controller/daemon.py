@@ -109,6 +109,7 @@ class Controller:
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
+        self._logged_lowering: bool | None = None
 
     # -- inputs ---------------------------------------------------------------------------
     def profiles(self) -> dict[str, Profile]:
@@ -250,11 +251,18 @@ class Controller:
         return Plan(tuple(allocations), skipped, self.allocator.name, self.policy.name), actions
 
     def _lowers_pending(self) -> bool:
-        """Whether this Slurm honours lowering a pending job's cores (read once)."""
+        """Whether this Slurm honours lowering a pending job's cores (read once; logged)."""
         try:
-            return self.reader.release.lowers_pending
+            can = self.reader.release.lowers_pending
         except (SlurmError, AttributeError):
             return False
+        if self._logged_lowering is None:
+            self._logged_lowering = can
+            log.info("Slurm %s %s lowering a scheduled job: %s", self.reader.release,
+                     "honours" if can else "ignores",
+                     "known profiles start unheld, jobs planned smaller are lowered" if can
+                     else "known profiles are held until shaped, scheduled jobs only raised")
+        return can
 
     def _limited(self, specs: dict[int, JobSpec], pending: list[SlurmJob],
                  movable: list[SlurmJob], snap: Snapshot, cluster: ClusterState
@@ -298,8 +306,13 @@ class Controller:
         caps = [s.capacity for s in cluster.servers]
         if not caps:
             return
+        hook = self.cfg.hook
+        if hook.hold_known and self._lowers_pending():
+            # This Slurm honours lowering a job it has scheduled: a known profile may start
+            # at once with its table shape, the controller can still shrink it later.
+            hook = replace(hook, hold_known=False)
         try:
-            table = build_table(self.cfg.hook, profiles, min(c.cpus for c in caps),
+            table = build_table(hook, profiles, min(c.cpus for c in caps),
                                 round(min(c.mem_gb for c in caps) * MB_PER_GB),
                                 min(c.gpus for c in caps), now)
         except TableError as exc:
