@@ -293,8 +293,8 @@ def wait_idle(spec: DevClusterSpec, timeout_s: float) -> None:
     while time.monotonic() < deadline:
         with contextlib.suppress(DevClusterError):
             last = node_states(spec)
-            if len(last) == len(spec.node_names) and all(n.state.startswith("idle")
-                                                          for n in last):
+            # Exactly "idle": "idle*" is a node slurmctld has not heard from yet.
+            if len(last) == len(spec.node_names) and all(n.state == "idle" for n in last):
                 return
         time.sleep(0.2)
     raise DevClusterError(f"nodes not idle: {[(n.name, n.state) for n in last]}")
@@ -303,12 +303,12 @@ def wait_idle(spec: DevClusterSpec, timeout_s: float) -> None:
 def node_states(spec: DevClusterSpec) -> list[NodeState]:
     out = _run([_client(spec, "sinfo"), "-h", "-N", "-o", "%N %t"], env=env_for(spec),
                timeout=10)
-    states = []
+    states: dict[str, NodeState] = {}     # sinfo -N lists a node once per partition
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 2:
-            states.append(NodeState(parts[0], parts[1]))
-    return states
+            states.setdefault(parts[0], NodeState(parts[0], parts[1]))
+    return list(states.values())
 
 
 # -- status ------------------------------------------------------------------------------
