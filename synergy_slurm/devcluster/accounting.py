@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import proc
 from .conf import DevClusterSpec
 
 log = logging.getLogger(__name__)
@@ -107,11 +108,11 @@ def wait_dbd(sacctmgr: str, env: dict[str, str], timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
-        proc = subprocess.run([sacctmgr, "-n", "-P", "show", "cluster"], env=env,
+        res = subprocess.run([sacctmgr, "-n", "-P", "show", "cluster"], env=env,
                               capture_output=True, text=True, timeout=30, check=False)
-        if proc.returncode == 0:
+        if res.returncode == 0:
             return
-        last = (proc.stderr or proc.stdout).strip()
+        last = (res.stderr or res.stdout).strip()
         time.sleep(0.3)
     raise AccountingError(f"slurmdbd did not answer within {timeout_s:.0f} s: {last[:300]}")
 
@@ -140,13 +141,13 @@ def add_user(sacctmgr: str, env: dict[str, str], user: str,
 
 
 def _sacctmgr(sacctmgr: str, env: dict[str, str], args: list[str]) -> None:
-    proc = subprocess.run([sacctmgr, "-i", *args], env=env, capture_output=True, text=True,
+    res = subprocess.run([sacctmgr, "-i", *args], env=env, capture_output=True, text=True,
                           timeout=60, check=False)
-    out = (proc.stdout + proc.stderr).strip()
+    out = (res.stdout + res.stderr).strip()
     # sacctmgr exits 1 with "Nothing new added" when it is already there: that is fine.
-    if proc.returncode != 0 and "nothing new" not in out.lower() \
+    if res.returncode != 0 and "nothing new" not in out.lower() \
             and "already exists" not in out.lower():
-        raise AccountingError(f"sacctmgr {' '.join(args[:3])} failed ({proc.returncode}): "
+        raise AccountingError(f"sacctmgr {' '.join(args[:3])} failed ({res.returncode}): "
                               f"{out[:300]}")
 
 
@@ -159,13 +160,4 @@ def _has_user(name: str) -> bool:
 
 
 def _run(cmd: list[str], timeout: float) -> None:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except FileNotFoundError as exc:
-        raise AccountingError(f"{cmd[0]}: {exc}") from None
-    except subprocess.TimeoutExpired:
-        raise AccountingError(f"{cmd[0]} timed out after {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        raise AccountingError(f"{Path(cmd[0]).name} failed ({proc.returncode}): "
-                              f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+    proc.run(cmd, AccountingError, timeout)

@@ -18,7 +18,6 @@ import pwd
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 from ..shipped import HOOK_LUA, shipped_file
 from ..site import SiteError, site_from_dict
 from ..slurm.commands import SlurmCLI
-from . import accounting, releases
+from . import accounting, proc, releases
 from .conf import DevClusterSpec, local_spec, slurm_conf, slurmdbd_conf, write_config
 from .releases import ReleaseError, SlurmInstall
 
@@ -480,17 +479,7 @@ def _port_free(port: int) -> bool:
 
 def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 30,
          check: bool = True) -> str:
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except FileNotFoundError as exc:
-        raise DevClusterError(f"{cmd[0]}: {exc}") from None
-    except subprocess.TimeoutExpired:
-        raise DevClusterError(f"{' '.join(cmd[:3])} timed out after {timeout:.0f} s") from None
-    if check and proc.returncode != 0:
-        raise DevClusterError(f"{' '.join(cmd[:4])} failed ({proc.returncode}): "
-                              f"{(proc.stderr or proc.stdout).strip()[:500]}")
-    return proc.stdout
+    return proc.run(cmd, DevClusterError, timeout, env, check)
 
 
 def _tail(path: Path, n: int) -> str:

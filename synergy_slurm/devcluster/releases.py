@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import proc
+
 log = logging.getLogger(__name__)
 
 SYSTEM = "system"
@@ -231,12 +233,4 @@ def _interpreter_links(exe: str) -> list[str]:
 
 
 def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> None:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except FileNotFoundError as exc:
-        raise ReleaseError(f"{cmd[0]}: {exc}") from None
-    except subprocess.TimeoutExpired:
-        raise ReleaseError(f"{cmd[0]} timed out after {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        raise ReleaseError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): "
-                           f"{(proc.stderr or proc.stdout).strip()[-800:]}")
+    proc.run(cmd, ReleaseError, timeout, env)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from ..core import (
@@ -191,17 +191,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     util: list[tuple[float, float, float, float]] = []
     background = _Background(cluster, config.background) if config.background else None
     while rounds < max_rounds:
-        while upcoming is not None and upcoming.arrival <= now:
-            # A trace job without a model is one whose profile is unknown.
-            prof = profiles[upcoming.model] if upcoming.model else None
-            job = _Job(upcoming, prof, iter_seconds(prof) if prof else UNKNOWN_ITER_S,
-                       prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
-            active[upcoming.job_id] = job
-            seen.append(job)
-            last = upcoming.arrival
-            upcoming = next(arrivals, None)
-            if upcoming is not None and upcoming.arrival < last:
-                raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
+        upcoming = _arrive(upcoming, arrivals, now, profiles, fair, active, seen)
         if window_left == 0 or (not active and upcoming is None):
             break
         if not active:
@@ -297,16 +287,7 @@ def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     util: list[tuple[float, float, float, float]] = []
     usage = [0, 0.0, 0.0]                         # GPUs, cores, GB allocated now
     while rounds < max_rounds:
-        while upcoming is not None and upcoming.arrival <= now:
-            prof = profiles[upcoming.model] if upcoming.model else None
-            job = _Job(upcoming, prof, iter_seconds(prof) if prof else UNKNOWN_ITER_S,
-                       prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
-            waiting[upcoming.job_id] = job
-            seen.append(job)
-            last = upcoming.arrival
-            upcoming = next(arrivals, None)
-            if upcoming is not None and upcoming.arrival < last:
-                raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
+        upcoming = _arrive(upcoming, arrivals, now, profiles, fair, waiting, seen)
         while ends and ends[0][0] <= now:
             _, jid = heapq.heappop(ends)
             job = running.pop(jid)
@@ -363,6 +344,25 @@ def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
                          j.finish, j.restarts) for j in seen]
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
+
+
+def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
+            profiles: Mapping[str, Profile], fair: PerGpu, into: dict[int, _Job],
+            seen: list[_Job]) -> TraceJob | None:
+    """Every trace job that has arrived by ``now`` joins ``into`` (and ``seen``); returns
+    the first one still to come. A trace job without a model is one whose profile is
+    unknown."""
+    while upcoming is not None and upcoming.arrival <= now:
+        prof = profiles[upcoming.model] if upcoming.model else None
+        job = _Job(upcoming, prof, iter_seconds(prof) if prof else UNKNOWN_ITER_S,
+                   prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
+        into[upcoming.job_id] = job
+        seen.append(job)
+        last = upcoming.arrival
+        upcoming = next(arrivals, None)
+        if upcoming is not None and upcoming.arrival < last:
+            raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
+    return upcoming
 
 
 def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy,
