@@ -13,7 +13,8 @@ the key, so a typo never silently changes behaviour.
     default_partition = "gpu"
     optout_users = []                   # user names whose jobs synergy never touches
     hold_unknown = true                 # hold jobs without a known profile until shaped
-    hold_known = true                   # known profiles too (false: start at once, shaped)
+    hold_known = true                   # known profiles too (false: start at once, shaped;
+                                        # not applied where Slurm lowers scheduled jobs)
     override_user_shape = false         # may synergy change an explicit --cpus-per-gpu?
     max_age_s = 120                     # an older table means "controller down"
 
