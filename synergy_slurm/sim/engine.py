@@ -168,20 +168,14 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
                      max_rounds: int) -> SimResult:
     """Every round planned and credited, as SYNERGY.md's rounds describe."""
     started = time.perf_counter()
-    policy = get_policy(config.policy)
-    opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
-    allocator = get_allocator(config.allocator, config.placement, **opts)
+    policy, allocator = _scheduler(config)
     requeue = RequeueRule(config.restart_cost_s, config.requeue_interval_s,
                           config.requeue_budget)
     cluster = config.cluster
     fair = cluster.fair
     total = cluster.total
-    arrivals = iter(trace)
-    upcoming = next(arrivals, None)
-    if upcoming is None:
-        raise ValueError("empty trace")
     rnd = config.round_s
-    now = math.ceil(upcoming.arrival / rnd) * rnd
+    arrivals, upcoming, now = _first_arrival(trace, rnd)
     active: dict[int, _Job] = {}
     seen: list[_Job] = []
     window_left = None
@@ -259,18 +253,12 @@ def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     without an arrival, an end or a background change are skipped, not planned (their
     utilisation rows are the previous round's)."""
     started = time.perf_counter()
-    policy = get_policy(config.policy)
-    opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
-    allocator = get_allocator(config.allocator, config.placement, **opts)
+    policy, allocator = _scheduler(config)
     cluster = config.cluster
     fair = cluster.fair
     total = cluster.total
     rnd = config.round_s
-    arrivals = iter(trace)
-    upcoming = next(arrivals, None)
-    if upcoming is None:
-        raise ValueError("empty trace")
-    now = math.ceil(upcoming.arrival / rnd) * rnd
+    arrivals, upcoming, now = _first_arrival(trace, rnd)
     waiting: dict[int, _Job] = {}
     running: dict[int, _Job] = {}
     ends: list[tuple[float, int]] = []           # (end of its last round, job id)
@@ -344,6 +332,22 @@ def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
                          j.finish, j.restarts) for j in seen]
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
+
+
+def _scheduler(config: SimConfig) -> tuple[Policy, Allocator]:
+    opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
+    return get_policy(config.policy), get_allocator(config.allocator, config.placement,
+                                                    **opts)
+
+
+def _first_arrival(trace: Iterable[TraceJob], rnd: float
+                   ) -> tuple[Iterator[TraceJob], TraceJob, float]:
+    """The trace as an iterator, its first job, and the first round's time."""
+    arrivals = iter(trace)
+    upcoming = next(arrivals, None)
+    if upcoming is None:
+        raise ValueError("empty trace")
+    return arrivals, upcoming, math.ceil(upcoming.arrival / rnd) * rnd
 
 
 def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
