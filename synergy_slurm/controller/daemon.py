@@ -206,7 +206,8 @@ class Controller:
                     profiles: dict[str, Profile], can_lower: bool, now: float
                     ) -> tuple[Plan, list[Action]]:
         """Plan each managed partition's pool in turn (``observe.pools``): its jobs, with its
-        proportional share, into its nodes less what earlier pools' plans took there; the
+        proportional share, into its nodes less what earlier pools' plans took there (jobs
+        asking for a GPU type into the nodes of that type, after the untyped ones); the
         round's requeue budget is shared. Returns the merged plan and the actions."""
         allocations: list[Allocation] = []
         skipped: dict[int, str] = {}
@@ -214,14 +215,17 @@ class Controller:
         taken: dict[str, Resources] = {}
         budget = self.requeue_rule.budget
         last = self.state.last_requeues()
+        groups = []
         for pool in pools(snap, self.cfg):
-            mine = [j for j in managed if j.partition.split(",")[0] == pool.partition]
-            if not mine:
-                continue
-            cluster = also_reserved(pool.cluster, taken)
+            in_pool = [j for j in managed if j.partition.split(",")[0] == pool.partition]
+            for gpu_type in sorted({j.gpu_type for j in in_pool}, key=lambda t: t or ""):
+                groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
+        for pool, gpu_type, mine in groups:
+            cluster = also_reserved(pool.of_type(gpu_type), taken)
             if not cluster.servers:
-                skipped.update({j.job_id: f"partition {pool.partition} has no usable GPU "
-                                "nodes" for j in mine if j.pending})
+                where = f"{gpu_type} nodes" if gpu_type else "GPU nodes"
+                skipped.update({j.job_id: f"partition {pool.partition} has no usable {where}"
+                                for j in mine if j.pending})
                 continue
             fair = cluster.fair
             pending = [j for j in mine if runnable(j, can_lower)]

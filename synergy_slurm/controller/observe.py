@@ -9,6 +9,9 @@ their pools; the controller plans the pools one after another (in the order of `
 partitions``) and reserves what one pool's plan takes before the next, so a shared node is
 never counted twice.
 
+A job that asks for a GPU type (``--gpus=h100:2``) is planned on the pool's nodes of that
+type only, after the pool's untyped jobs.
+
 A partition's MaxCPUsPerNode / MaxMemPerNode caps what a job may get on a node: a server
 offers at most that much, so no plan raises a job past it, where Slurm would leave the job
 pending for ever. What is already in use counts against the cap as well as against the node
@@ -18,7 +21,7 @@ pending for ever. What is already in use counts against the cap as well as again
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config import Config
 from ..core import ClusterState, PerGpu, Resources, Server
@@ -28,10 +31,21 @@ from ..vocabulary import MB_PER_GB
 
 @dataclass(frozen=True)
 class Pool:
-    """A managed partition's nodes as the core plans on them."""
+    """A managed partition's nodes as the core plans on them, and each node's GPU type."""
 
     partition: str
     cluster: ClusterState
+    gpu_types: Mapping[str, str | None] = field(default_factory=dict)
+
+    def of_type(self, gpu_type: str | None) -> ClusterState:
+        """The pool's nodes with GPUs of ``gpu_type`` (all of them for None): where a typed
+        request (``--gpus=h100:2``) can run."""
+        if gpu_type is None:
+            return self.cluster
+        names = {n for n, t in self.gpu_types.items() if t == gpu_type}
+        return ClusterState(tuple(s for s in self.cluster.servers if s.name in names),
+                            tuple(r for r in self.cluster.reserved if r[0] in names),
+                            self.cluster.fair_share)
 
 
 def pools(snap: Snapshot, cfg: Config) -> list[Pool]:
@@ -42,7 +56,9 @@ def pools(snap: Snapshot, cfg: Config) -> list[Pool]:
     for name in cfg.hook.partitions:
         part = by_name.get(name)
         if part is not None:
-            out.append(Pool(name, _pool_cluster(snap, part)))
+            cluster = _pool_cluster(snap, part)
+            types = {n.name: n.gpu_type for n in snap.nodes}
+            out.append(Pool(name, cluster, {s.name: types.get(s.name) for s in cluster.servers}))
     return out
 
 

@@ -116,6 +116,7 @@ class SlurmNode:
     alloc_gpus: int = 0
     state: str = ""
     partitions: tuple[str, ...] = ()
+    gpu_type: str | None = None     # "a100" for Gres=gpu:a100:4; None for untyped GPUs
 
     @property
     def usable(self) -> bool:

@@ -379,7 +379,8 @@ def parse_node(rec: Mapping[str, Any]) -> SlurmNode:
                      alloc_cpus=num(rec.get("alloc_cpus"), 0) or 0,
                      alloc_mem_mb=num(rec.get("alloc_memory"), 0) or 0,
                      alloc_gpus=used_gpus, state=state_txt.lower(),
-                     partitions=tuple(text(p) for p in parts))
+                     partitions=tuple(text(p) for p in parts),
+                     gpu_type=gres[1] if gres else None)
 
 
 # -- partitions (scontrol show partition -o) ----------------------------------------------

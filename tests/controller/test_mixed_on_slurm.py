@@ -93,3 +93,24 @@ def test_each_partition_is_planned_with_its_own_nodes_and_share(env):
         assert cpus == rows[jid]["planned_cpus"] * 2, (part, cpus, rows[jid])
     assert rows[jobs["all"]]["planned_cpus"] > 8          # raised above 'all''s share
     assert rows[jobs["h100"]]["planned_cpus"] <= 12       # within an H100 node per GPU
+
+
+def test_a_typed_request_runs_and_is_planned_on_its_type(env):
+    """--gpus=h100:2 in 'all': the node reader sees the GPU types, the plan puts the job on
+    an H100 node, and Slurm runs it there with the planned cores."""
+    cli, cfg, tmp = env
+    snap = SlurmReader(cli).snapshot()
+    assert {n.name: n.gpu_type for n in snap.nodes} == {"a1": "a100", "a2": "a100",
+                                                         "h1": "h100", "h2": "h100"}
+    ctl = Controller(cfg)
+    ctl.run_round()
+    jid = submit(cli, REPORT, "-p", "all", "--gpus=h100:2",
+                 "--comment=synergy:profile=shufflenet", "-o", str(tmp / "typed"), tmp=tmp)
+    job = SlurmReader(cli).snapshot().job(jid)
+    assert job is not None and job.gpu_type == "h100"
+    plan, _ = ctl._plan_pools(SlurmReader(cli).snapshot(), [job], ctl.profiles(), False, 0.0)
+    assert plan.allocations[0].placement[0][0].startswith("h")
+    assert ctl.run_round().errors == 0
+    wait_for(cli, jid, {"COMPLETED"}, 60)
+    out = wait_file(tmp / "typed", "cpus=")
+    assert out.split("node=")[1].split()[0].startswith("h")

@@ -281,3 +281,23 @@ def _doc(ctl) -> dict:
     return {"profiles": {"file": c.profiles.file, "store": c.profiles.store},
             "controller": {"mode": c.controller.mode, "state_db": c.controller.state_db,
                            "audit_log": c.controller.audit_log}}
+
+
+def test_a_typed_request_is_planned_on_nodes_of_its_type(tmp_path, profiles_path):
+    """'all' holds an A100 node (a1, listed first) and an H100 node (h1): a job asking for
+    h100 GPUs is planned on h1, an untyped one may go anywhere (a1 here)."""
+    a1 = SlurmNode("a1", cpus=64, mem_mb=512_000, gpus=4, state="idle", partitions=("all",),
+                   gpu_type="a100")
+    h1 = SlurmNode("h1", cpus=96, mem_mb=2_000_000, gpus=8, state="idle",
+                   partitions=("all",), gpu_type="h100")
+    typed = job(1, partition="all", gpus=2, gpus_per_job=2, gpu_type="h100")
+    plain = job(2, partition="all", gpus=2, gpus_per_job=2)
+    snap = Snapshot((typed, plain), (a1, h1), (SlurmPartition("all", ("a1", "h1"), 8, 64_000,
+                                                              True),), "22.05.8")
+    ctl, _ = controller(tmp_path, profiles_path, snap)
+    ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
+                                                      "partitions": ["all"],
+                                                      "default_partition": "all"}})
+    plan, _ = ctl._plan_pools(snap, [typed, plain], ctl.profiles(), False, NOW)
+    where = {a.job_id: a.placement for a in plan.allocations}
+    assert where == {1: (("h1", 2),), 2: (("a1", 2),)}
