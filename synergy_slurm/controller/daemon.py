@@ -22,7 +22,7 @@ from ..config import Config
 from ..core import (
     Allocation,
     ClusterState,
-    JobSpec,
+    PerGpu,
     Plan,
     Profile,
     ProfileError,
@@ -220,6 +220,7 @@ class Controller:
             in_pool = [j for j in managed if j.partition.split(",")[0] == pool.partition]
             for gpu_type in sorted({j.gpu_type for j in in_pool}, key=lambda t: t or ""):
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
+        caps = self._limits(groups, snap, can_lower)
         for pool, gpu_type, mine in groups:
             cluster = also_reserved(pool.of_type(gpu_type), taken)
             if not cluster.servers:
@@ -231,8 +232,8 @@ class Controller:
             pending = [j for j in mine if runnable(j, can_lower)]
             running = [j for j in mine if j.running]
             movable = [j for j in running if requeue_ok(j)]
-            specs = self._limited({j.job_id: job_spec(j, now, profiles) for j in mine},
-                                  pending, movable, snap, cluster)
+            specs = {j.job_id: replace(job_spec(j, now, profiles), limit=caps.get(j.job_id))
+                     for j in mine}
             rule = replace(self.requeue_rule, budget=budget)
             rp = plan_round([specs[j.job_id] for j in pending],
                             holdings([(j, specs[j.job_id]) for j in movable], fair), cluster,
@@ -268,21 +269,29 @@ class Controller:
                      else "known profiles are held until shaped, scheduled jobs only raised")
         return can
 
-    def _limited(self, specs: dict[int, JobSpec], pending: list[SlurmJob],
-                 movable: list[SlurmJob], snap: Snapshot, cluster: ClusterState
-                 ) -> dict[int, JobSpec]:
-        """The jobs being planned, each with the cap the site's QOS and association
-        limits put on it (:mod:`.limits`); unchanged where there are none."""
+    def _limits(self, groups: list, snap: Snapshot, can_lower: bool) -> dict[int, PerGpu]:
+        """The cap the site's QOS and association limits put on each job being planned
+        (:mod:`.limits`), read once a round and computed over every pool together (a
+        user's limit spans partitions); none where there is no accounting."""
         site = self.reader.limits()
         if site is None:
-            return specs
-        fair = cluster.fair
-        subjects = {j.job_id: (j, Usage(fair.cpus * j.gpus, fair.mem_gb * j.gpus * MB_PER_GB))
-                    for j in pending}
-        subjects |= {j.job_id: (j, held(j)) for j in movable}
-        caps = job_limits(subjects, [j for j in snap.jobs if j.running], site, fair)
-        return {jid: replace(s, limit=caps[jid]) if jid in caps else s
-                for jid, s in specs.items()}
+            return {}
+        subjects: dict[int, tuple[SlurmJob, Usage]] = {}
+        fairs: dict[int, PerGpu] = {}
+        for pool, _, mine in groups:
+            fair = pool.cluster.fair_share
+            if fair is None or not pool.cluster.servers:
+                continue
+            for j in mine:
+                if runnable(j, can_lower):
+                    subjects[j.job_id] = (j, Usage(fair.cpus * j.gpus,
+                                                   fair.mem_gb * j.gpus * MB_PER_GB))
+                elif j.running and requeue_ok(j):
+                    subjects[j.job_id] = (j, held(j))
+                else:
+                    continue
+                fairs[j.job_id] = fair
+        return job_limits(subjects, [j for j in snap.jobs if j.running], site, fairs)
 
     def _profile_unknown(self, rid: int, snap: Snapshot, managed: list[SlurmJob],
                          profiles: dict[str, Profile], now: float) -> list[ProfilingEvent]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..core import PerGpu
@@ -48,10 +48,11 @@ def held(job: SlurmJob) -> Usage:
 
 
 def job_limits(subjects: dict[int, tuple[SlurmJob, Usage]], running: Iterable[SlurmJob],
-               limits: SiteLimits, fair: PerGpu) -> dict[int, PerGpu]:
+               limits: SiteLimits, fair: PerGpu | Mapping[int, PerGpu]) -> dict[int, PerGpu]:
     """Per-GPU caps for the jobs being planned (``subjects``: job -> what it asks at its
-    proportional share, or holds if running), given every other running job. Only jobs
-    some limit covers appear in the result."""
+    proportional share, or holds if running), given every other running job. ``fair``:
+    the proportional share, one for all or each job's (its partition's). Only jobs some
+    limit covers appear in the result."""
     others = [j for j in running if j.job_id not in subjects]
     scoped: dict[tuple, Tres] = {}
     members: dict[tuple, list[int]] = defaultdict(list)
@@ -92,10 +93,11 @@ def job_limits(subjects: dict[int, tuple[SlurmJob, Usage]], running: Iterable[Sl
     out = {}
     for jid, (cpus, mem_mb) in caps.items():
         gpus = subjects[jid][0].gpus
+        floor = fair if isinstance(fair, PerGpu) else fair[jid]
         per_cpu = (UNLIMITED_CPUS if cpus == math.inf
-                   else max(fair.cpus, math.floor(cpus / gpus)))
+                   else max(floor.cpus, math.floor(cpus / gpus)))
         per_mem = (math.inf if mem_mb == math.inf
-                   else max(fair.mem_gb, mem_mb / gpus / MB_PER_GB))
+                   else max(floor.mem_gb, mem_mb / gpus / MB_PER_GB))
         out[jid] = PerGpu(per_cpu, per_mem)
     return out
 
