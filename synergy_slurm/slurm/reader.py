@@ -19,6 +19,8 @@ from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, ver
 from .release import Release, detect
 
 log = logging.getLogger(__name__)
+# sacctmgr asks slurmdbd; a round should not wait long for it (the last limits stand in).
+LIMITS_TIMEOUT_S = 10.0
 
 
 class SlurmReader:
@@ -26,6 +28,7 @@ class SlurmReader:
         self.cli = cli
         self._release = release
         self._no_accounting_logged = False
+        self._last_limits: SiteLimits | None = None
 
     @property
     def release(self) -> Release:
@@ -50,13 +53,20 @@ class SlurmReader:
 
     def limits(self) -> SiteLimits | None:
         """The QOS and association limits on cores and memory (``sacctmgr show``, read-only),
-        or None where there is no accounting database (logged once)."""
+        or None where there is no accounting database (logged once). When a read fails
+        after one succeeded (slurmdbd restarting, a timeout), the last limits read are used
+        again, so a hiccup never lets a plan past a limit."""
         try:
             qos_raw = self.cli.run("sacctmgr", ["-n", "-P", "show", "qos",
-                                                f"format={QOS_FORMAT}"])
+                                                f"format={QOS_FORMAT}"], timeout_s=LIMITS_TIMEOUT_S)
             assoc_raw = self.cli.run("sacctmgr", ["-n", "-P", "show", "assoc",
-                                                  f"format={ASSOC_FORMAT}"])
+                                                  f"format={ASSOC_FORMAT}"],
+                                     timeout_s=LIMITS_TIMEOUT_S)
         except SlurmError as exc:
+            if self._last_limits is not None:
+                log.warning("could not read the accounting limits (%s): using the last read",
+                            exc)
+                return self._last_limits
             if not self._no_accounting_logged:
                 log.info("no accounting limits read (%s): only partition limits apply", exc)
                 self._no_accounting_logged = True
@@ -65,7 +75,8 @@ class SlurmReader:
         assocs, as_ = parse_assocs(assoc_raw)
         for s in (*qs, *as_):
             log.warning("skipped %s: %s", s.what, s.reason)
-        return SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
+        self._last_limits = SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
+        return self._last_limits
 
     def job_fields(self, job_id: int) -> dict[str, str]:
         """``scontrol show job -o J`` as a dict: the cheap read-back after an update."""

@@ -6,6 +6,7 @@ import pytest
 
 from synergy_slurm.controller.limits import UNLIMITED_CPUS, Usage, job_limits
 from synergy_slurm.core import PerGpu
+from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.limits import (
     AssocLimits,
     QosLimits,
@@ -83,3 +84,27 @@ def test_a_users_own_per_job_limit_replaces_the_accounts_and_other_scopes_do_not
                        5: ask(sjob(5, account="lab-b"))}, [], site, FAIR)
     assert caps[3].cpus == 16 and caps[4].cpus == 8 and 5 not in caps
     assert UNLIMITED_CPUS > 10_000
+
+
+class FlakyCLI:
+    """sacctmgr that answers once, then fails (slurmdbd restarting)."""
+
+    def __init__(self, answers: list[str | None]) -> None:
+        self.answers = answers
+
+    def run(self, command, args, timeout_s=None, input_text=None):
+        assert command == "sacctmgr" and args[:3] == ["-n", "-P", "show"]
+        answer = self.answers.pop(0)
+        if answer is None:
+            raise SlurmError("sacctmgr: error: Problem talking to the database")
+        return answer
+
+
+def test_a_failed_read_uses_the_last_limits_and_none_without_accounting():
+    from synergy_slurm.slurm.reader import SlurmReader
+
+    reader = SlurmReader(FlakyCLI(["syncap||cpu=16||\n", "", None]))
+    first = reader.limits()
+    assert first is not None and first.qos_named("syncap").per_user == Tres(16, None)
+    assert reader.limits() is first            # slurmdbd away: the last limits, not none
+    assert SlurmReader(FlakyCLI([None])).limits() is None     # no accounting at all
