@@ -125,13 +125,13 @@ class Site:
                                for p in self.partitions]}
 
 
-DEFAULT_SITE = Site((NodeKind("n", 4, 24, 500.0, 8),),
-                    (PartitionSpec("gpu", ("n",), True, 3, 62.5),))
-
-
 def default_site(nodes: int = 4) -> Site:
     """The paper's servers, ``nodes`` of them, in one partition ``gpu``."""
-    return Site((NodeKind("n", nodes, 24, 500.0, 8),), DEFAULT_SITE.partitions)
+    return Site((NodeKind("n", nodes, 24, 500.0, 8),),
+                (PartitionSpec("gpu", ("n",), True, 3, 62.5),))
+
+
+DEFAULT_SITE = default_site()
 
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "clusters"

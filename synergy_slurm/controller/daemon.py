@@ -58,7 +58,7 @@ from .classify import classify, job_spec, limit_blocked, profile_key, requeue_ok
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
-from .observe import also_reserved, cluster_state, pools
+from .observe import Pool, also_reserved, merged, pools
 from .requeue import holdings, requeue_actions
 from .state import StateStore
 
@@ -157,10 +157,11 @@ class Controller:
             raise
         now = self.clock()
         profiles = self.profiles()
+        found = pools(snap, self.cfg)
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
-            self._write_hook_table(cluster_state(snap, self.cfg), profiles, now)
+            self._write_hook_table(merged(found), profiles, now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
         strays: list[Action] = []
@@ -181,7 +182,7 @@ class Controller:
             profiles = self.profiles()
         can_lower = self._lowers_pending()
         running = [j for j in managed if j.running]
-        plan, planned = self._plan_pools(snap, managed, profiles, can_lower, now)
+        plan, planned = self._plan_pools(snap, found, managed, profiles, can_lower, now)
         actions = strays + planned
         by_id = {j.job_id: j for j in snap.jobs}
         results, errors = self._act(rid, actions, by_id)
@@ -202,7 +203,7 @@ class Controller:
         return RoundResult(rid, actions, results, errors, duration, len(managed), skipped,
                            events)
 
-    def _plan_pools(self, snap: Snapshot, managed: list[SlurmJob],
+    def _plan_pools(self, snap: Snapshot, found: list[Pool], managed: list[SlurmJob],
                     profiles: dict[str, Profile], can_lower: bool, now: float
                     ) -> tuple[Plan, list[Action]]:
         """Plan each managed partition's pool in turn (``observe.pools``): its jobs, with its
@@ -216,7 +217,7 @@ class Controller:
         budget = self.requeue_rule.budget
         last = self.state.last_requeues()
         groups = []
-        for pool in pools(snap, self.cfg):
+        for pool in found:
             in_pool = [j for j in managed if j.partition.split(",")[0] == pool.partition]
             for gpu_type in sorted({j.gpu_type for j in in_pool}, key=lambda t: t or ""):
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))

@@ -91,10 +91,14 @@ def also_reserved(cluster: ClusterState, taken: Mapping[str, Resources]) -> Clus
 
 
 def cluster_state(snap: Snapshot, cfg: Config) -> ClusterState:
+    """The whole managed cluster (what-if replays): :func:`merged` of the pools."""
+    return merged(pools(snap, cfg))
+
+
+def merged(found: list[Pool]) -> ClusterState:
     """Every managed GPU node once, each capped by the tightest managed partition it is in,
-    with the first managed partition's proportional share: the whole managed cluster (the
-    hook's table, what-if replays)."""
-    found = pools(snap, cfg)
+    with the first managed partition's proportional share: the hook's table is built on
+    it."""
     servers: dict[str, Server] = {}
     reserved: dict[str, Resources] = {}
     for pool in found:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core import ClusterState, Profile
 from ..sim.engine import JobResult, SimConfig, SimResult, simulate
+from ..vocabulary import MB_PER_GB
 from .history import Replay, replay_profiles
 
 GROUPS = ("partition", "account")
@@ -102,7 +103,7 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
     return Outcome(actual, results["proportional"], results["synergy"])
 
 
-def utilisation(result: SimResult, span_s: float | None = None) -> dict[str, float]:
+def utilisation(result: SimResult) -> dict[str, float]:
     """Mean GPU, CPU and memory allocation over the run's rounds."""
     rows = result.utilisation
     if not rows:
@@ -124,7 +125,7 @@ def actual_utilisation(replay: Replay, cluster: ClusterState) -> dict[str, float
         dt = (j.end or replay.end) - j.start
         g += j.gpus * dt
         c += j.cpus * dt
-        m += j.mem_mb / 1000 * dt
+        m += j.mem_mb / MB_PER_GB * dt
     return {"gpu": round(g / span / total.gpus, 4), "cpu": round(c / span / total.cpus, 4),
             "mem": round(m / span / total.mem_gb, 4)}
 
@@ -144,10 +145,9 @@ def fidelity(outcome: Outcome) -> dict[str, float]:
 
 def grouped(outcome: Outcome, replay: Replay, group: str) -> dict[str, dict[str, Stats]]:
     """Per value of ``group`` (partition or account): the three runs' statistics."""
-    keys = sorted({getattr(j, group) or "-" for j in replay.jobs.values()})
-    out: dict[str, dict[str, Stats]] = {}
+    ids: dict[str, list[int]] = {}
+    for jid, j in replay.jobs.items():          # one pass: a site has many accounts
+        ids.setdefault(getattr(j, group) or "-", []).append(jid)
     runs = {w: outcome.times(w) for w in ("actual", "proportional", "synergy")}
-    for k in keys:
-        ids = [jid for jid, j in replay.jobs.items() if (getattr(j, group) or "-") == k]
-        out[k] = {w: stats([t[i] for i in ids if i in t]) for w, t in runs.items()}
-    return out
+    return {k: {w: stats([t[i] for i in ids[k] if i in t]) for w, t in runs.items()}
+            for k in sorted(ids)}

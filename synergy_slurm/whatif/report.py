@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections import Counter
 from datetime import UTC, datetime
 
 from ..core import ClusterState
@@ -30,7 +31,7 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, source: str,
                     "proportional_share": {"cpus_per_gpu": cluster.fair.cpus,
                                            "mem_gb_per_gpu": cluster.fair.mem_gb}},
         "replayed": len(replay.trace),
-        "profiles": dict(sorted(_count(replay.source.values()).items())),
+        "profiles": dict(sorted(Counter(replay.source.values()).items())),
         "left_out": dict(sorted(replay.left_out.items())),
         "notes": dict(sorted(replay.notes.items())),
         "skipped_records": skipped, "skipped_reasons": skipped_reasons,
@@ -145,13 +146,6 @@ def _save(fig, path, plt) -> str:
     data = buf.getvalue()
     path.write_bytes(data)
     return base64.b64encode(data).decode()
-
-
-def _count(values) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return out
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -12,6 +12,7 @@ import pytest
 from synergy_slurm import devcluster
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller
+from synergy_slurm.controller.observe import pools
 from synergy_slurm.devcluster import local_spec
 from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.site import load_site
@@ -108,7 +109,8 @@ def test_a_typed_request_runs_and_is_planned_on_its_type(env):
                  "--comment=synergy:profile=shufflenet", "-o", str(tmp / "typed"), tmp=tmp)
     job = SlurmReader(cli).snapshot().job(jid)
     assert job is not None and job.gpu_type == "h100"
-    plan, _ = ctl._plan_pools(SlurmReader(cli).snapshot(), [job], ctl.profiles(), False, 0.0)
+    snap = SlurmReader(cli).snapshot()
+    plan, _ = ctl._plan_pools(snap, pools(snap, cfg), [job], ctl.profiles(), False, 0.0)
     assert plan.allocations[0].placement[0][0].startswith("h")
     assert ctl.run_round().errors == 0
     wait_for(cli, jid, {"COMPLETED"}, 60)

@@ -11,6 +11,7 @@ import pytest
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.audit import AuditLog
 from synergy_slurm.controller.daemon import Controller, RoundFailed
+from synergy_slurm.controller.observe import pools
 from synergy_slurm.controller.state import StateStore
 from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.commands import SlurmError
@@ -265,7 +266,8 @@ def test_each_partition_is_planned_with_its_own_share_and_shared_nodes_count_onc
     ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
                                                       "partitions": ["small", "big"],
                                                       "default_partition": "small"}})
-    plan, _ = ctl._plan_pools(snap, list(jobs), ctl.profiles(), False, NOW)
+    plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), list(jobs), ctl.profiles(), False,
+                              NOW)
     where = {a.job_id: a.placement for a in plan.allocations}
     assert where == {1: (("n1", 8),), 2: (("n2", 8),)}     # n1 is small's now
     by_id = plan.by_job()
@@ -298,6 +300,7 @@ def test_a_typed_request_is_planned_on_nodes_of_its_type(tmp_path, profiles_path
     ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
                                                       "partitions": ["all"],
                                                       "default_partition": "all"}})
-    plan, _ = ctl._plan_pools(snap, [typed, plain], ctl.profiles(), False, NOW)
+    plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), [typed, plain], ctl.profiles(),
+                              False, NOW)
     where = {a.job_id: a.placement for a in plan.allocations}
     assert where == {1: (("h1", 2),), 2: (("a1", 2),)}

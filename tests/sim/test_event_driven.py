@@ -37,7 +37,6 @@ def test_events_and_rounds_agree(paper_profiles, allocator, policy, seed):
     assert fast.rounds == slow.rounds
     flat = [[x for r in res.utilisation for x in r] for res in (fast, slow)]
     assert flat[0] == pytest.approx(flat[1])
-    assert fast.wall_s < slow.wall_s
 
 
 def test_only_fixed_shapes_take_the_event_path():
