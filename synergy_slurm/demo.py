@@ -38,15 +38,18 @@ class DemoJob:
     kind: str
     gpus: int
     seconds: float            # wall seconds at the GPU-proportional share
+    partition: str = ""       # "": the cluster's default partition
 
     def iterations(self, profile: Profile, fair: PerGpu) -> int:
         per_iter = (profile.iter_time_s or 1.0) / profile.at(fair.cpus, fair.mem_gb)
         return max(1, round(self.seconds / per_iter))
 
 
-def demo_mix(jobs: int, mean_s: float, seed: int = 0) -> list[DemoJob]:
+def demo_mix(jobs: int, mean_s: float, seed: int = 0,
+             partitions: Sequence[str] = ("",)) -> list[DemoJob]:
     """``jobs`` jobs: kinds 40/20/40 %, 1/2/4 GPUs 60/30/10 %, durations uniform in
-    0.5-1.5 x ``mean_s``; models round-robin within a kind."""
+    0.5-1.5 x ``mean_s``; models round-robin within a kind; partitions in turn (the
+    same jobs for a seed, whatever the partitions)."""
     rng = random.Random(seed)
     turn = dict.fromkeys(KINDS, 0)
     out = []
@@ -55,7 +58,8 @@ def demo_mix(jobs: int, mean_s: float, seed: int = 0) -> list[DemoJob]:
         model = KINDS[kind][turn[kind] % len(KINDS[kind])]
         turn[kind] += 1
         gpus = rng.choices([g for g, _ in GPU_CHOICES], weights=[w for _, w in GPU_CHOICES])[0]
-        out.append(DemoJob(i, model, kind, gpus, round(rng.uniform(0.5, 1.5) * mean_s, 1)))
+        out.append(DemoJob(i, model, kind, gpus, round(rng.uniform(0.5, 1.5) * mean_s, 1),
+                           partitions[i % len(partitions)]))
     return out
 
 
@@ -65,27 +69,36 @@ class PhaseResult:
     makespan_s: float
     jct_s: dict[int, float] = field(default_factory=dict)     # demo job index -> seconds
 
-    def mean_jct(self, jobs: Sequence[DemoJob], kind: str | None = None) -> float:
-        vals = [self.jct_s[j.index] for j in jobs if kind is None or j.kind == kind]
+    def mean_jct(self, jobs: Sequence[DemoJob], kind: str | None = None,
+                 partition: str | None = None) -> float:
+        vals = [self.jct_s[j.index] for j in jobs if (kind is None or j.kind == kind)
+                and (partition is None or j.partition == partition)]
         return sum(vals) / len(vals) if vals else 0.0
+
+    def makespan(self, jobs: Sequence[DemoJob], partition: str) -> float:
+        """When the last of the partition's jobs was done."""
+        return max((self.jct_s[j.index] for j in jobs if j.partition == partition),
+                   default=0.0)
 
 
 def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
                profiles: Mapping[str, Profile], profiles_path: Path, python: str,
-               fair: PerGpu, work: Path) -> dict[int, int]:
-    """Submit every job with synergy-sbatch; {Slurm job id: demo index}."""
+               fair: Mapping[str, PerGpu], work: Path) -> dict[int, int]:
+    """Submit every job with synergy-sbatch, its length set at its partition's
+    proportional share (``fair``, by partition); {Slurm job id: demo index}."""
     work.mkdir(parents=True, exist_ok=True)
     runner = work / "run.sh"
     runner.write_text(RUNNER)
     runner.chmod(0o755)
     ids = {}
     for j in jobs:
+        where = [f"--partition={j.partition}"] if j.partition else []
         argv = [sbatch_exe, "--parsable", "--profile-key", j.model, "--requeue-ok",
                 f"--gpus={j.gpus}", "--time=60", f"--job-name=demo-{j.kind}-{j.index}",
-                "-o", str(work / f"job{j.index}.out"), str(runner),
+                *where, "-o", str(work / f"job{j.index}.out"), str(runner),
                 python, "-m", "synergy_slurm.emulate", "--profiles", str(profiles_path),
                 "--model", j.model, "--iterations",
-                str(j.iterations(profiles[j.model], fair)),
+                str(j.iterations(profiles[j.model], fair[j.partition])),
                 "--state", str(work / f"job{j.index}.state")]
         res = subprocess.run(argv, capture_output=True, text=True, env=cli.env(),
                              check=False, timeout=60)

@@ -19,10 +19,8 @@ from ..controller.state import StateStore
 from ..controller.status import status_lines
 from ..core import PerGpu
 from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
-from ..devcluster.conf import DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB
 from ..slurm.commands import SlurmCLI, SlurmError
-from ..vocabulary import MB_PER_GB
-from .devcluster_cmd import CACHE_OPTION, SLURM_OPTION
+from .devcluster_cmd import CACHE_OPTION, CLUSTER_OPTION, SLURM_OPTION, cluster_option_value
 from .errors import BadInput, Failed
 from .options import default_profiles_path, profiles_option_value
 
@@ -48,11 +46,16 @@ from .options import default_profiles_path, profiles_option_value
               help="Seconds between progress lines.")
 @click.option("--keep", is_flag=True, help="Leave the cluster running afterwards.")
 @SLURM_OPTION
+@CLUSTER_OPTION
+@click.option("--accounting", is_flag=True,
+              help="Run the cluster with a site's accounting (slurmdbd over a private "
+              "MariaDB, multifactor priority with fair-share; see synergy dev-cluster up).")
 @CACHE_OPTION
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               help="json: the comparison as one JSON object at the end.")
 def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, profiles_path,
-             status_every: float, keep: bool, release: str, cache: Path, fmt: str) -> None:
+             status_every: float, keep: bool, release: str, cluster: str | None,
+             accounting: bool, cache: Path, fmt: str) -> None:
     """Run a demo workload twice on a local Slurm and compare.
 
     Brings up a 4-node cluster with 8 fake GPUs, 24 cores and 500 GB per node and the
@@ -63,6 +66,11 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     Prints progress and `synergy status` while it runs, then both makespans and the mean
     job time per kind. Needs root; about 7 minutes with the defaults (two phases of
     about 3.5 minutes each on a 2-core machine).
+
+    With --cluster (e.g. ``mixed``: A100 and H100 partitions and one over both) the jobs
+    go to its partitions in turn, each job's length set at its partition's proportional
+    share, the controller plans every partition, and the comparison is also printed per
+    partition.
     """
     if os.geteuid() != 0:
         raise Failed("the demo starts slurmctld and slurmd: run it as root")
@@ -76,10 +84,15 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     if sbatch_exe is None:
         raise Failed("synergy-sbatch is not installed beside this synergy")
     state_dir = state_dir.resolve()
+    site = cluster_option_value(cluster)
     spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True, slurm=release,
-                                 binds=(str(path.resolve().parent),))
+                                 binds=(str(path.resolve().parent),), accounting=accounting,
+                                 site=site)
+    layout = spec.layout
+    parts = [p.name for p in layout.partitions]
     say = click.echo if fmt == "text" else (lambda *a, **k: None)
-    say(f"[demo] starting a 4-node Slurm in {spec.state_dir} (port {port}) ...")
+    say(f"[demo] starting a {len(spec.node_names)}-node Slurm in {spec.state_dir} "
+        f"(port {port}{', accounting' if accounting else ''}) ...")
     try:
         devcluster.down(spec)
         up_s, spec = devcluster.up(spec, timeout_s=120, cache=cache.resolve())
@@ -87,11 +100,15 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         raise Failed(str(exc)) from None
     version = devcluster.release_info(spec).get("version", "?")
     path_note = f" PATH={spec.bindir}:$PATH" if spec.bindir.is_dir() else ""
-    say(f"[demo] Slurm {version}: 4 nodes, 32 GPUs idle after {up_s:.1f} s; "
+    total = layout.cluster_state().total
+    say(f"[demo] Slurm {version}: {len(spec.node_names)} nodes, {total.gpus} GPUs idle "
+        f"after {up_s:.1f} s (partitions {', '.join(parts)}); "
         f"export SLURM_CONF={spec.conf_path}{path_note} to look around")
     cli = devcluster.slurm_cli(spec, timeout_s=60)
-    fair = PerGpu(DEF_CPU_PER_GPU, DEF_MEM_PER_GPU_MB / MB_PER_GB)   # the partition's defaults
-    mix = demo_mix(jobs, mean_s, seed)
+    # Each partition's defaults, what plain Slurm gives a job there.
+    fair = {p.name if site else "": PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu)
+            for p in layout.partitions}
+    mix = demo_mix(jobs, mean_s, seed, parts if site else ("",))
     counts = {k: sum(j.kind == k for j in mix) for k in KINDS}
     say(f"[demo] mix: {jobs} jobs, {sum(j.gpus for j in mix)} GPUs in all: "
         + ", ".join(f"{n} {k}" for k, n in counts.items()))
@@ -106,7 +123,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         results = []
         for phase in ("proportional", "synergy"):
             results.append(_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair,
-                                  work, sbatch_exe, status_every, say))
+                                  work, sbatch_exe, status_every, say, parts))
     except (SlurmError, RuntimeError, TimeoutError) as exc:
         raise Failed(f"demo failed: {exc}") from None
     finally:
@@ -119,6 +136,13 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
            "mean_jct_s": {k or "all": {"proportional": round(prop.mean_jct(mix, k), 1),
                               "synergy": round(syn.mean_jct(mix, k), 1)}
                           for k in (*KINDS, None)},
+           "per_partition": {
+               p: {"jobs": sum(j.partition == p for j in mix),
+                   "makespan_s": {"proportional": round(prop.makespan(mix, p), 1),
+                                  "synergy": round(syn.makespan(mix, p), 1)},
+                   "mean_jct_s": {"proportional": round(prop.mean_jct(mix, partition=p), 1),
+                                  "synergy": round(syn.mean_jct(mix, partition=p), 1)}}
+               for p in (parts if site else ())},
            "controller_state": str(state_dir / "state.db"),
            "audit_log": str(state_dir / "audit.jsonl")}
     if fmt == "json":
@@ -132,20 +156,25 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         click.echo(f"  mean JCT {k:<14} {a:7.1f} -> {b:7.1f} s   ({a / b:.2f}x)")
     a, b = prop.mean_jct(mix), syn.mean_jct(mix)
     click.echo(f"  mean JCT all            {a:7.1f} -> {b:7.1f} s   ({a / b:.2f}x)")
+    for p, row in out["per_partition"].items():
+        (ma, mb), (ja, jb) = row["makespan_s"].values(), row["mean_jct_s"].values()
+        click.echo(f"  partition {p:<8} {row['jobs']:3d} jobs: makespan {ma:7.1f} -> "
+                   f"{mb:7.1f} s ({ma / mb:.2f}x), mean JCT {ja:7.1f} -> {jb:7.1f} s "
+                   f"({ja / jb:.2f}x)")
     click.echo(f"  what the controller did: {out['audit_log']}"
                + ("" if keep else " (the cluster is down; --keep leaves it up)"))
 
 
 def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
-           fair: PerGpu, work: Path, sbatch_exe: str, status_every: float, say
-           ) -> PhaseResult:
+           fair: dict[str, PerGpu], work: Path, sbatch_exe: str, status_every: float, say,
+           partitions: list[str]) -> PhaseResult:
     view: StateStore | None = None
     stop = threading.Event()
     thread = None
     if name == "synergy":
         # The controller runs from the file it writes, so `synergy status --config` and an
         # admin reading it see exactly what ran.
-        cfg_path.write_text(_config_text(spec, profiles_path, cfg_path.parent))
+        cfg_path.write_text(_config_text(spec, profiles_path, cfg_path.parent, partitions))
         cfg = load_config(cfg_path, missing_ok=False)
         ctl = Controller(cfg)
         ctl.run_round()       # writes the hook table: from now on the hook holds new jobs
@@ -184,11 +213,14 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
     return res
 
 
-def _config_dict(spec, profiles_path: Path, d: Path) -> dict:
+def _config_dict(spec, profiles_path: Path, d: Path, partitions: list[str]) -> dict:
     slurm = {"conf": str(spec.conf_path)}
     if spec.bindir.is_dir():
         slurm["bindir"] = str(spec.bindir)
-    return {"slurm": slurm, "hook": {"dir": str(spec.etc)},
+    default = spec.layout.default_partition.name
+    return {"slurm": slurm,
+            "hook": {"dir": str(spec.etc), "partitions": partitions,
+                     "default_partition": default},
             "profiles": {"file": str(profiles_path), "store": str(d / "profiles.db")},
             "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
                            "interval_s": 2.0, "state_db": str(d / "state.db"),
@@ -196,9 +228,9 @@ def _config_dict(spec, profiles_path: Path, d: Path) -> dict:
                            "requeue_budget": 2, "requeue_min_interval_s": 60.0}}
 
 
-def _config_text(spec, profiles_path: Path, d: Path) -> str:
+def _config_text(spec, profiles_path: Path, d: Path, partitions: list[str]) -> str:
     lines = ["# Written by synergy demo: the controller's config for the demo cluster."]
-    for section, values in _config_dict(spec, profiles_path, d).items():
+    for section, values in _config_dict(spec, profiles_path, d, partitions).items():
         lines.append(f"[{section}]")
         lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
     return "\n".join(lines) + "\n"

@@ -31,7 +31,8 @@ CLUSTER_OPTION = click.option(
     f"--nodes of the paper's servers; shipped: {', '.join(shipped_sites())}.")
 
 
-def _site(cluster: str | None):
+def cluster_option_value(cluster: str | None):
+    """The site described by ``--cluster`` (None: the paper's servers), or a clear error."""
     if cluster is None:
         return None
     try:
@@ -85,7 +86,8 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, clu
     cached root, whose commands are wrappers in DIR/bin): eval it to use the cluster. For
     synergy itself, set ``[slurm] conf`` and ``[slurm] bindir`` in synergy.toml to the same.
     """
-    spec = local_spec(state_dir, nodes, port, hook, release, binds, accounting, _site(cluster))
+    spec = local_spec(state_dir, nodes, port, hook, release, binds, accounting,
+                      cluster_option_value(cluster))
     try:
         seconds, spec = devcluster.up(spec, install=not no_install, timeout_s=timeout,
                                       cache=cache.resolve())
@@ -116,7 +118,7 @@ def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: b
                cluster: str | None) -> None:
     """Only write the cluster's config files (slurm.conf, gres.conf, cgroup.conf, fake GPU
     files) under DIR/etc; start nothing. docker-compose.slurm.yml uses this."""
-    site = _site(cluster)
+    site = cluster_option_value(cluster)
     spec = DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=6817, hook=hook,
                           containers=True, site=site) if containers else local_spec(
         state_dir, nodes, port, hook, site=site)

@@ -246,7 +246,10 @@ def export_cmd(config_path, store_path, keys, out) -> None:
 @click.argument("key")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def show_cmd(config_path, store_path, key, fmt) -> None:
-    """One profile: its points, how many were measured, and what profiling cost."""
+    """One profile: its points, how many were measured, and what profiling cost.
+
+    KEY is a profile key, or KEY@GPU_TYPE for one measured on nodes of that GPU type
+    (``synergy profile list`` shows both forms)."""
     store = _store(config_path, store_path, readonly=True)
     got = store.get(key)
     if got is None:
@@ -256,7 +259,8 @@ def show_cmd(config_path, store_path, key, fmt) -> None:
         click.echo(json.dumps(info))
         return
     p = got.profile
-    click.echo(f"{key}: ideal {p.ideal.cpus} cores/GPU, {p.ideal.mem_gb:g} GB/GPU; "
+    where = f"measured on {p.gpu_type} GPUs; " if p.gpu_type else ""
+    click.echo(f"{key}: {where}ideal {p.ideal.cpus} cores/GPU, {p.ideal.mem_gb:g} GB/GPU; "
                f"{got.measured_points} points measured, {got.profiling_cpu_s:.1f} CPU-s")
     click.echo("cores/GPU \\ GB/GPU " + " ".join(f"{m:>8g}" for m in p.mem_grid))
     for c, row in zip(p.cpu_grid, p.throughput, strict=True):

@@ -23,11 +23,12 @@ import os
 import pwd
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
+from ..core import Profile, pick_profile, profile_slot
 from ..profiles.store import ProfileStore
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
@@ -61,8 +62,12 @@ class AutoProfiler:
         self.state = state
         self.mode = mode
 
-    def round(self, snap: Snapshot, managed: Iterable[SlurmJob], known: set[str],
-              now: float) -> list[ProfilingEvent]:
+    def round(self, snap: Snapshot, managed: Iterable[SlurmJob],
+              profiles: Mapping[str, Profile],
+              types_of: Callable[[SlurmJob], frozenset[str]], now: float
+              ) -> list[ProfilingEvent]:
+        """``types_of``: the GPU types a job may run on (``observe.Pool.types``); a key is
+        profiled per type (its slot ``KEY@TYPE``), on a node of that type."""
         events = self._collect(snap, now)
         if not self.p.auto:
             return events
@@ -70,15 +75,25 @@ class AutoProfiler:
         records = self.state.profiling()
         for job in managed:
             key = profile_key(job)
-            if key is None or key in known or key in stored_now or not KEY_RE.match(key):
+            if key is None or not KEY_RE.match(key):
                 continue
-            rec = records.get(key)
-            if rec is not None and (rec["status"] in ("submitted", "stored") or
-                                    now - (rec["finished"] or rec["submitted"] or 0)
-                                    < self.p.retry_after_s):
+            types = types_of(job)
+            if pick_profile(profiles, key, types)[0] is not None:
                 continue
-            events.append(self._submit(job, key, snap, now))
-            records[key] = {"status": "submitted"}     # one profiling job per key
+            slot = profile_slot(key, next(iter(types))) if len(types) == 1 else key
+            rec = records.get(slot)
+            if slot in stored_now or (rec is not None and (
+                    rec["status"] in ("submitted", "stored") or
+                    now - (rec["finished"] or rec["submitted"] or 0) < self.p.retry_after_s)):
+                continue
+            if len(types) > 1:
+                events.append(self._fail_submit(
+                    ProfilingEvent(slot, job.user, job.job_id, "would-submit"), now,
+                    f"the job may run on {', '.join(sorted(t or 'untyped' for t in types))} "
+                    "GPUs, and a profile holds for one type: ask for one (--gpus=TYPE:N)"))
+            else:
+                events.append(self._submit(job, slot, snap, now))
+            records[slot] = {"status": "submitted"}     # one profiling job per slot
         for ev in events:
             log.info("profiling %s for job %d (%s): %s %s", ev.key, ev.for_job, ev.user,
                      ev.what, ev.detail)
@@ -94,8 +109,10 @@ class AutoProfiler:
         per_node = job.gpus_per_node or gpus
         return max(1, node_cpus // max(1, per_node)) * gpus if node_cpus else 4 * gpus
 
-    def _submit(self, job: SlurmJob, key: str, snap: Snapshot, now: float) -> ProfilingEvent:
-        ev = ProfilingEvent(key, job.user, job.job_id, "would-submit")
+    def _submit(self, job: SlurmJob, slot: str, snap: Snapshot, now: float
+                ) -> ProfilingEvent:
+        key, _, gpu_type = slot.partition("@")
+        ev = ProfilingEvent(slot, job.user, job.job_id, "would-submit")
         if self.mode != "enforce":
             return ev
         try:
@@ -111,14 +128,15 @@ class AutoProfiler:
             script = self.writer.batch_script(job.job_id)
         except SlurmError as exc:
             return self._fail_submit(ev, now, f"cannot read the batch script: {exc}")
-        spool = Path(self.p.spool) / f"{key}-{job.job_id}"
+        spool = Path(self.p.spool) / f"{slot.replace('@', '-')}-{job.job_id}"
         try:
             self._prepare(spool, script, pw)
         except OSError as exc:
             return self._fail_submit(ev, now, f"cannot prepare {spool}: {exc}")
         minutes = int(self.p.budget_s // 60) + 2
         args = [f"--job-name=synergy-profile-{key}"[:64], f"--time={minutes}",
-                "--nice=10000", "--comment=synergy:off", f"--gpus={gpus}",
+                "--nice=10000", "--comment=synergy:off",
+                f"--gpus={gpu_type}:{gpus}" if gpu_type else f"--gpus={gpus}",
                 f"--cpus-per-gpu={max(1, max_cpus // gpus)}", "--nodes=1", "--no-requeue",
                 f"--chdir={spool}", f"--output={spool}/slurm.out",
                 f"--partition={self.p.partition or job.partition}"]
@@ -138,9 +156,9 @@ class AutoProfiler:
             jid = self.writer.submit_as(job.user, pw.pw_gid, args, str(spool / "run.sh"), run)
         except (SlurmError, NotEnforcing, ValueError) as exc:
             return self._fail_submit(ev, now, f"sbatch failed: {exc}")
-        self.state.note_profiling(key, user=job.user, for_job=job.job_id, slurm_job=jid,
+        self.state.note_profiling(slot, user=job.user, for_job=job.job_id, slurm_job=jid,
                                   status="submitted", submitted=now, spool=str(spool))
-        return ProfilingEvent(key, job.user, job.job_id, "submitted",
+        return ProfilingEvent(slot, job.user, job.job_id, "submitted",
                               f"Slurm job {jid}, up to {max_cpus} cores", jid)
 
     def _prepare(self, spool: Path, script: str, pw: pwd.struct_passwd) -> None:
@@ -172,30 +190,32 @@ class AutoProfiler:
         """Import the results of profiling jobs that have ended."""
         live = {j.job_id for j in snap.jobs if j.state in LIVE_STATES}
         events = []
-        for key, rec in self.state.profiling().items():
+        for slot, rec in self.state.profiling().items():
             if rec["status"] != "submitted" or rec["slurm_job"] in live:
                 continue
             spool = Path(rec["spool"])
-            ev = ProfilingEvent(key, rec["user"], rec["for_job"], "failed",
+            ev = ProfilingEvent(slot, rec["user"], rec["for_job"], "failed",
                                 slurm_job=rec["slurm_job"])
+            key, _, gpu_type = slot.partition("@")
             try:
                 doc = json.loads((spool / "profile.json").read_text())
                 stored = ProfileStore(self.cfg.profiles.store).import_result(
-                    doc, key, source=f"auto-profile job {rec['slurm_job']} ({rec['user']})")
+                    doc, key, source=f"auto-profile job {rec['slurm_job']} ({rec['user']})",
+                    gpu_type=gpu_type)
             except FileNotFoundError:
                 why = "ended without a result: " + _tail(spool / "slurm.out")
             except (OSError, ValueError) as exc:   # ProfileError is a ValueError
                 why = f"bad result: {exc}"
             else:
-                self.state.note_profiling(key, status="stored", finished=now,
+                self.state.note_profiling(slot, status="stored", finished=now,
                                           cpu_s=stored.profiling_cpu_s,
                                           note=f"{stored.measured_points} points")
                 events.append(ProfilingEvent(
-                    key, rec["user"], rec["for_job"], "stored",
+                    slot, rec["user"], rec["for_job"], "stored",
                     f"{stored.measured_points} points, {stored.profiling_cpu_s:.1f} CPU-s",
                     rec["slurm_job"]))
                 continue
-            self.state.note_profiling(key, status="failed", finished=now, note=why[:500])
+            self.state.note_profiling(slot, status="failed", finished=now, note=why[:500])
             events.append(ProfilingEvent(ev.key, ev.user, ev.for_job, "failed", why[:300],
                                          ev.slurm_job))
         return events

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import Config
-from ..core import JobSpec, Profile
+from ..core import JobSpec, Profile, pick_profile
 from ..slurm.model import SlurmJob
 from ..vocabulary import KEY_RE, comment_profile_key, not_reshaped
 
@@ -90,7 +90,10 @@ def limit_blocked(job: SlurmJob) -> bool:
             and LIMIT_REASON.match(job.reason) is not None)
 
 
-def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile]) -> JobSpec:
+def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile],
+             gpu_types: frozenset[str] = frozenset({""})) -> JobSpec:
+    """The core's view of a job; its profile is the one for its key on the GPU types of the
+    nodes it may run on (``core.pick_profile``: none measured on another type)."""
     key = profile_key(job) or ""
     started = job.start_time if job.running and job.start_time else None
     elapsed = max(0.0, now - started) if started else 0.0
@@ -98,5 +101,6 @@ def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile]) -> JobS
     remaining = max(0.0, limit - elapsed) if limit else UNKNOWN_REMAINING_S
     return JobSpec(job.job_id, job.gpus, submitted=float(job.submit_time),
                    duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=remaining,
-                   attained_s=elapsed, profile=profiles.get(key), profile_key=key,
+                   attained_s=elapsed, profile=pick_profile(profiles, key, gpu_types)[0],
+                   profile_key=key,
                    user=job.user, priority=job.priority)

@@ -31,6 +31,7 @@ from ..core import (
     get_allocator,
     get_policy,
     plan_round,
+    usable_profiles,
 )
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
@@ -161,7 +162,10 @@ class Controller:
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
-            self._write_hook_table(merged(found), profiles, now)
+            # The hook shapes by key alone: only profiles that hold on every managed
+            # node's GPU type (core.usable_profiles).
+            types = frozenset().union(*(p.types(None) for p in found))
+            self._write_hook_table(merged(found), usable_profiles(profiles, types), now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
         strays: list[Action] = []
@@ -177,7 +181,7 @@ class Controller:
                     strays.append(Action(job.job_id, RELEASE, None, None,
                                          f"not managed ({v.reason}): released as submitted",
                                          job.user))
-        events = self._profile_unknown(rid, snap, managed, profiles, now)
+        events = self._profile_unknown(rid, snap, managed, profiles, found, now)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
         can_lower = self._lowers_pending()
@@ -233,8 +237,9 @@ class Controller:
             pending = [j for j in mine if runnable(j, can_lower)]
             running = [j for j in mine if j.running]
             movable = [j for j in running if requeue_ok(j)]
-            specs = {j.job_id: replace(job_spec(j, now, profiles), limit=caps.get(j.job_id))
-                     for j in mine}
+            types = pool.types(gpu_type)
+            specs = {j.job_id: replace(job_spec(j, now, profiles, types),
+                                       limit=caps.get(j.job_id)) for j in mine}
             rule = replace(self.requeue_rule, budget=budget)
             rp = plan_round([specs[j.job_id] for j in pending],
                             holdings([(j, specs[j.job_id]) for j in movable], fair), cluster,
@@ -295,11 +300,18 @@ class Controller:
         return job_limits(subjects, [j for j in snap.jobs if j.running], site, fairs)
 
     def _profile_unknown(self, rid: int, snap: Snapshot, managed: list[SlurmJob],
-                         profiles: dict[str, Profile], now: float) -> list[ProfilingEvent]:
-        """Submit profiling jobs for unknown keys and import finished ones; a failure here
-        is logged and counted, never the end of the round."""
+                         profiles: dict[str, Profile], found: list[Pool], now: float
+                         ) -> list[ProfilingEvent]:
+        """Submit profiling jobs for keys unknown on the jobs' GPU types and import finished
+        ones; a failure here is logged and counted, never the end of the round."""
+        by_name = {p.partition: p for p in found}
+
+        def types_of(job: SlurmJob) -> frozenset[str]:
+            pool = by_name.get(job.partition.split(",")[0])
+            return pool.types(job.gpu_type) if pool else frozenset({job.gpu_type or ""})
+
         try:
-            events = self.autoprofiler.round(snap, managed, set(profiles), now)
+            events = self.autoprofiler.round(snap, managed, profiles, types_of, now)
         except Exception:
             self.metrics.errors.labels("profiling").inc()
             log.exception("automatic profiling failed this round")

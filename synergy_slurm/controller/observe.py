@@ -37,6 +37,13 @@ class Pool:
     cluster: ClusterState
     gpu_types: Mapping[str, str | None] = field(default_factory=dict)
 
+    def types(self, gpu_type: str | None) -> frozenset[str]:
+        """The GPU types a job asking for ``gpu_type`` (None: any) may run on here, ""
+        for nodes whose GPUs have no type: what its profile must have been measured on."""
+        if gpu_type is not None:
+            return frozenset({gpu_type})
+        return frozenset(t or "" for t in self.gpu_types.values()) or frozenset({""})
+
     def of_type(self, gpu_type: str | None) -> ClusterState:
         """The pool's nodes with GPUs of ``gpu_type`` (all of them for None): where a typed
         request (``--gpus=h100:2``) can run."""

@@ -13,7 +13,15 @@ from .allocators import (
 from .job import JobSpec
 from .plan import Allocation, Plan
 from .policies import POLICIES, Policy, get_policy
-from .profile import Profile, ProfileError, profiles_from_doc, profiles_to_doc
+from .profile import (
+    Profile,
+    ProfileError,
+    pick_profile,
+    profile_slot,
+    profiles_from_doc,
+    profiles_to_doc,
+    usable_profiles,
+)
 from .resources import ClusterState, PerGpu, Resources, Server
 from .round import RequeueRule, RoundPlan, make_plan, plan_round
 
@@ -21,6 +29,6 @@ __all__ = [
     "ALLOCATOR_NAMES", "POLICIES", "Allocation", "Allocator", "ClusterState", "GreedyAllocator",
     "JobSpec", "OptAllocator", "PerGpu", "Plan", "Policy", "Profile", "ProfileError",
     "ProportionalAllocator", "RequeueRule", "Resources", "RoundPlan", "Server",
-    "TuneAllocator", "get_allocator", "get_policy", "make_plan", "plan_round",
-    "profiles_from_doc", "profiles_to_doc",
+    "TuneAllocator", "get_allocator", "get_policy", "make_plan", "pick_profile", "plan_round",
+    "profile_slot", "profiles_from_doc", "profiles_to_doc", "usable_profiles",
 ]

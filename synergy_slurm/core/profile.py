@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ from .resources import MEM_EPS, PerGpu
 PAPER_CPU_GRID: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 9, 12, 24)
 PAPER_MEM_GRID: tuple[float, ...] = (20.83, 62.5, 125, 187.5, 250)
 IDEAL_TOLERANCE = 1e-9
+# A GPU type as Slurm names it in Gres (gpu:a100:4).
+GPU_TYPE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,32}$")
 
 
 class ProfileError(ValueError):
@@ -38,6 +41,9 @@ class Profile:
     iter_time_s: float | None = None
     batch_size: int | None = None
     task: str = ""
+    # The GPU type it was measured on ("": not recorded, for any type): a profile measured
+    # on one type says little about another (pick_profile).
+    gpu_type: str = ""
     _cache: dict[tuple[float, float], float] = field(default_factory=dict, compare=False,
                                                      repr=False, hash=False)
 
@@ -111,10 +117,19 @@ class Profile:
                                float(data["ideal_mem_gb_per_gpu"]))
             except (TypeError, ValueError) as exc:
                 raise ProfileError(f"{key}: bad ideal point: {exc}") from exc
+        gpu_type = str(data.get("gpu_type", ""))
+        if gpu_type and (not GPU_TYPE_RE.match(gpu_type) or
+                         key != profile_slot(key.rsplit("@", 1)[0], gpu_type)):
+            raise ProfileError(f"{key}: a profile measured on {gpu_type!r} GPUs must be "
+                               f"named KEY@{gpu_type}")
+        if "@" in key and not gpu_type:
+            raise ProfileError(f"{key}: '@' is for KEY@GPU_TYPE, with a 'gpu_type' entry")
         return Profile(
-            key=key, cpu_grid=cpu_grid, mem_grid=mem_grid, throughput=tp, ideal=ideal,
+            key=key.rsplit("@", 1)[0] if gpu_type else key, cpu_grid=cpu_grid,
+            mem_grid=mem_grid, throughput=tp, ideal=ideal,
             iter_time_s=_opt_float(data.get("iter_time_s_at_proportional")),
             batch_size=_opt_int(data.get("batch_size")), task=str(data.get("task", "")),
+            gpu_type=gpu_type,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,7 +144,55 @@ class Profile:
             out["iter_time_s_at_proportional"] = self.iter_time_s
         if self.batch_size is not None:
             out["batch_size"] = self.batch_size
+        if self.gpu_type:
+            out["gpu_type"] = self.gpu_type
         return out
+
+    @property
+    def slot(self) -> str:
+        """Its name among profiles: the key, ``KEY@TYPE`` if measured on a GPU type."""
+        return profile_slot(self.key, self.gpu_type)
+
+
+def profile_slot(key: str, gpu_type: str | None) -> str:
+    return f"{key}@{gpu_type}" if gpu_type else key
+
+
+def pick_profile(profiles: Mapping[str, Profile], key: str, gpu_types: frozenset[str]
+                 ) -> tuple[Profile | None, str]:
+    """The profile for a job of ``key`` that runs on GPUs of ``gpu_types`` (the types of the
+    nodes it may run on; empty where Slurm names none), and why there is none.
+
+    A profile measured on the job's one GPU type wins; a profile of no recorded type serves
+    every type; one measured on another type (or on one of several the job may land on) is
+    not used: the job stays proportional until its key is profiled on its type."""
+    if len(gpu_types) == 1:
+        [only] = gpu_types
+        typed = profiles.get(profile_slot(key, only))
+        if typed is not None:
+            return typed, ""
+    prof = profiles.get(key)
+    if prof is not None and prof.gpu_type and gpu_types != {prof.gpu_type}:
+        prof = None
+    if prof is None:
+        measured = sorted(p.gpu_type for p in profiles.values()
+                          if p.key == key and p.gpu_type)
+        if measured:
+            return None, (f"profile {key} measured on {', '.join(measured)} GPUs only, "
+                          f"the job runs on {', '.join(sorted(gpu_types)) or 'untyped'} GPUs")
+        return None, f"profile {key} unknown" if key else "no profile key"
+    return prof, ""
+
+
+def usable_profiles(profiles: Mapping[str, Profile], gpu_types: frozenset[str]
+                    ) -> dict[str, Profile]:
+    """By key, the profiles :func:`pick_profile` gives a job on ``gpu_types``."""
+    out = {}
+    for key in {p.key for p in profiles.values()}:
+        prof, _ = pick_profile(profiles, key, gpu_types)
+        if prof is not None:
+            out[key] = prof
+    return out
 
 
 def profiles_from_doc(doc: Mapping[str, Any]) -> dict[str, Profile]:
@@ -151,7 +214,8 @@ def profiles_to_doc(profiles: Mapping[str, Profile]) -> dict[str, Any]:
         raise ProfileError("profiles on different grids cannot share one document")
     cpu_grid, mem_grid = grids.pop() if grids else (PAPER_CPU_GRID, PAPER_MEM_GRID)
     return {"cpu_per_gpu_grid": list(cpu_grid), "mem_gb_per_gpu_grid": list(mem_grid),
-            "models": {k: p.to_dict() for k, p in sorted(profiles.items())}}
+            "models": {p.slot if p.gpu_type else k: p.to_dict()
+                       for k, p in sorted(profiles.items())}}
 
 
 def _bracket(grid: tuple[float, ...], x: float) -> tuple[int, int, float]:

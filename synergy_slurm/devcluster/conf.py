@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..site import Site, default_site
+from . import releases
 
 DEFAULT_PORT = 16817
 
@@ -107,6 +108,16 @@ def local_spec(state_dir: Path, nodes: int = 4, port: int = DEFAULT_PORT,
                           binds=tuple(binds), accounting=accounting, site=site)
 
 
+def _version(spec: DevClusterSpec) -> tuple[int, int]:
+    """The cluster's Slurm release as (year, month): what its slurm.conf may use."""
+    text = releases.system_version() if spec.slurm == releases.SYSTEM else spec.slurm
+    try:
+        year, month = (text or "0.0").split(".")[:2]
+        return int(year), int(month)
+    except ValueError:
+        return 0, 0
+
+
 def slurm_conf(spec: DevClusterSpec) -> str:
     d = spec.state_dir
     ctld_host = "slurmctld" if spec.containers else f"{spec.hostname}({spec.address})"
@@ -138,6 +149,8 @@ def slurm_conf(spec: DevClusterSpec) -> str:
         "SlurmdParameters=config_overrides",
         "SchedulerType=sched/backfill",
         "SchedulerParameters=sched_interval=5,bf_interval=5",
+        *(["SlurmctldParameters=enable_expedited_requeue"]
+          if _version(spec) >= (25, 11) else []),
         *(_accounting_lines(spec) if spec.accounting else
           ["AccountingStorageType=accounting_storage/none",
            "JobAcctGatherType=jobacct_gather/none"]),

@@ -12,10 +12,11 @@ import re
 import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import Profile, profiles_from_doc, profiles_to_doc
+from ..core.profile import GPU_TYPE_RE
 from ..dbfile import DatabaseError, connect, has_table
 from ..vocabulary import KEY_RE
 
@@ -49,7 +50,8 @@ class StoredProfile:
         p = self.profile
         points = [{"cpus_per_gpu": c, "mem_gb_per_gpu": m, "throughput": p.throughput[i][j]}
                   for i, c in enumerate(p.cpu_grid) for j, m in enumerate(p.mem_grid)]
-        return {"key": p.key, "points": points, "measured_points": self.measured_points,
+        return {"key": p.key, "gpu_type": p.gpu_type or None, "points": points,
+                "measured_points": self.measured_points,
                 "profiling_cpu_s": round(self.profiling_cpu_s, 3),
                 "ideal": {"cpus_per_gpu": p.ideal.cpus, "mem_gb_per_gpu": p.ideal.mem_gb}
                 if p.ideal else None,
@@ -76,21 +78,24 @@ class ProfileStore:
 
     def put(self, profile: Profile, measured_points: int = 0, profiling_cpu_s: float = 0.0,
             source: str = "import") -> None:
+        """Stored under its slot: the key, or ``KEY@TYPE`` for a profile measured on a GPU
+        type, beside that key's profiles for other types."""
         if not KEY_RE.match(profile.key):
             raise ValueError(f"bad profile key {profile.key!r}")
-        doc = json.dumps(profiles_to_doc({profile.key: profile}))
+        doc = json.dumps(profiles_to_doc({profile.slot: profile}))
         self.db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?)",
-                        (profile.key, doc, measured_points, profiling_cpu_s, time.time(),
+                        (profile.slot, doc, measured_points, profiling_cpu_s, time.time(),
                          source))
 
-    def get(self, key: str) -> StoredProfile | None:
+    def get(self, slot: str) -> StoredProfile | None:
+        """The profile stored as ``slot`` (``KEY`` or ``KEY@TYPE``)."""
         if self._empty:
             return None
         row = self.db.execute("SELECT doc, measured_points, profiling_cpu_s, created, source "
-                              "FROM profiles WHERE key = ?", (key,)).fetchone()
+                              "FROM profiles WHERE key = ?", (slot,)).fetchone()
         if row is None:
             return None
-        prof = profiles_from_doc(json.loads(row[0]))[key]
+        prof = profiles_from_doc(json.loads(row[0]))[slot]
         return StoredProfile(prof, row[1] or 0, row[2] or 0.0, row[3], row[4] or "")
 
     def list_keys(self) -> list[str]:
@@ -123,8 +128,10 @@ class ProfileStore:
             raise ValueError("profiles on different grids: export them separately (--key)")
         return profiles_to_doc(chosen)
 
-    def import_result(self, doc: Mapping, key: str, source: str) -> StoredProfile:
-        """Store a ``profile run --out`` result for ``key``; raises ValueError (or
+    def import_result(self, doc: Mapping, key: str, source: str, gpu_type: str = ""
+                      ) -> StoredProfile:
+        """Store a ``profile run --out`` result for ``key``, measured on ``gpu_type`` (the
+        type of the node it ran on, "" where Slurm names none); raises ValueError (or
         ProfileError) for anything but exactly one complete profile of that key."""
         if not isinstance(doc, Mapping):
             raise ValueError("a result file must be a JSON object")
@@ -139,8 +146,10 @@ class ProfileStore:
         profiles = profiles_from_doc({k: v for k, v in doc.items() if k != RESULT_META})
         if set(profiles) != {key}:
             raise ValueError(f"expected exactly the profile {key!r}, got {sorted(profiles)}")
-        self.put(profiles[key], measured_points=points, profiling_cpu_s=float(cpu_s),
-                 source=source)
-        stored = self.get(key)
+        if gpu_type and not GPU_TYPE_RE.match(gpu_type):
+            raise ValueError(f"bad GPU type {gpu_type!r}")
+        prof = replace(profiles[key], gpu_type=gpu_type)
+        self.put(prof, measured_points=points, profiling_cpu_s=float(cpu_s), source=source)
+        stored = self.get(prof.slot)
         assert stored is not None
         return stored

@@ -146,6 +146,10 @@ def _split_top(spec: str) -> list[str]:
 
 def load_document(raw: str | bytes, key: str) -> list[Any]:
     """The list under ``key`` of a JSON document from squeue/sinfo."""
+    return _document(raw, key)[1]
+
+
+def _document(raw: str | bytes, key: str) -> tuple[dict, list[Any]]:
     try:
         doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -155,16 +159,21 @@ def load_document(raw: str | bytes, key: str) -> list[Any]:
     records = doc.get(key)
     if not isinstance(records, list):
         raise ParseError(f"no '{key}' list in the document")
-    return records
+    return doc, records
 
 
-def version_of(raw: str | bytes) -> str:
+def version_of(raw: str | bytes | Mapping) -> str:
+    """The Slurm release a JSON document (or its text) says it came from; "" if none."""
     try:
-        ver = json.loads(raw)["meta"]["Slurm"]["version"]
+        doc = raw if isinstance(raw, Mapping) else json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return ""
+    try:
+        ver = doc["meta"]["Slurm"]["version"]
         return f"{ver['major']}.{int(ver['minor']):02d}.{ver['micro']}"   # 22.05, not 22.5
     except (KeyError, TypeError, ValueError):
         try:
-            return str(json.loads(raw)["meta"]["slurm"]["release"])
+            return str(doc["meta"]["slurm"]["release"])
         except (KeyError, TypeError, ValueError):
             return ""
 
@@ -183,10 +192,14 @@ def _each(records: list[Any], parse, what: str, ident: str) -> tuple[list, list[
 
 
 def parse_jobs(raw: str | bytes) -> tuple[list[SlurmJob], list[Skipped]]:
-    return _each(load_document(raw, "jobs"), parse_job, "job", "job_id")
+    doc, records = _document(raw, "jobs")
+    # 24.x requests show a node's whole memory for every job without --mem: a pending
+    # job's --mem cannot be told from the partition's memory per GPU there.
+    blurred = version_of(doc).startswith("24.")
+    return _each(records, lambda rec: parse_job(rec, blurred), "job", "job_id")
 
 
-def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
+def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> SlurmJob:
     if not isinstance(rec, Mapping):
         raise TypeError("job record is not an object")
     job_id = num(rec["job_id"])
@@ -248,7 +261,8 @@ def parse_job(rec: Mapping[str, Any]) -> SlurmJob:
         cpus=cpus,
         cpus_per_gpu=per_gpu_value(text(rec.get("cpus_per_tres"))),
         mem_per_gpu_mb=mem_per_gpu,
-        mem_per_node_mb=_mem_per_node(rec, req, mem_per_gpu, gpus, num_nodes),
+        mem_per_node_mb=_mem_per_node(rec, {} if blurred_request_mem else req, mem_per_gpu,
+                                      gpus, num_nodes),
         mem_per_cpu_mb=num(rec.get("memory_per_cpu")),
         nodes=node_names,
         alloc=alloc,
@@ -277,7 +291,10 @@ def _mem_per_node(rec: Mapping[str, Any], req: Mapping[str, str], mem_per_gpu: i
 
     22.05 reports ``memory_per_node`` only for ``--mem``. From 23.02 it is always set and,
     beside memory per GPU, mirrors that per-GPU value; a ``--mem`` request then shows
-    only in the requested TRES, whose memory differs from GPUs x memory per GPU.
+    only in the requested (or, running, the allocated) TRES, whose memory differs from
+    GPUs x memory per GPU. 24.11 requests show a node's whole memory for a job without
+    --mem: there only the allocation tells, and a pending --mem job reads as asking for
+    memory per GPU (docs/slurm-notes.md).
     """
     raw = rec.get("memory_per_node")
     value = num(raw)
@@ -287,7 +304,10 @@ def _mem_per_node(rec: Mapping[str, Any], req: Mapping[str, str], mem_per_gpu: i
         return None
     if mem_per_gpu is None:
         return value
-    asked = mem_mb(req.get("mem", "")) if req.get("mem") else 0
+    # What the job holds, once it runs, is exact: 24.11 shows the node's whole memory as
+    # the request of every job without --mem (26.05 GPUs x memory per GPU).
+    held = _tres_map(text(rec.get("tres_alloc_str"))).get("mem")
+    asked = mem_mb(held or req.get("mem", "")) if held or req.get("mem") else 0
     if not asked or asked == mem_per_gpu * gpus:
         return None
     return asked // max(num_nodes, 1)

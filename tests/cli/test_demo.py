@@ -100,3 +100,24 @@ def _check_demo(res: subprocess.CompletedProcess, demo_dir: Path, lowers: bool) 
             (a["action"], a["result"], a["after"]["cpus_per_gpu"]) for a in actions)
     assert not (demo_dir / "cluster").exists()
     assert (demo_dir / "synergy.toml").read_text().count("mode = \"enforce\"") == 1
+
+
+@pytest.mark.slurm
+def test_the_demo_on_the_mixed_cluster_with_accounting_compares_each_partition(
+        slurm_cluster, reference_dir):
+    """`synergy demo --cluster mixed --accounting`: A100 and H100 partitions and one over
+    both, slurmdbd and fair-share; every job runs in its partition in both phases, and the
+    comparison is printed per partition."""
+    demo_dir = Path(tempfile.mkdtemp(prefix="synergy-demo-mixed-", dir="/tmp"))
+    demo_dir.chmod(0o755)
+    try:
+        res = _demo(demo_dir, reference_dir, "--jobs", "6", "--mean-s", "10", "--seed", "2",
+                    "--cluster", "mixed", "--accounting")
+        assert res.returncode == 0, res.stderr[-3000:]
+        lines = [ln for ln in res.stdout.splitlines() if ln.strip().startswith("partition ")]
+        assert [ln.split()[1] for ln in lines] == ["a100", "h100", "all"], res.stdout
+        assert all(" 2 jobs: makespan " in ln for ln in lines), lines
+        outs = demo_dir / "jobs" / "synergy"
+        assert len(list(outs.glob("job*.out"))) == 6
+    finally:
+        shutil.rmtree(demo_dir, ignore_errors=True)

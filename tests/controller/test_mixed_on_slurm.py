@@ -5,6 +5,7 @@ the controller plans each partition with its own defaults on its own nodes."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,32 @@ def test_a_typed_request_runs_and_is_planned_on_its_type(env):
     wait_for(cli, jid, {"COMPLETED"}, 60)
     out = wait_file(tmp / "typed", "cpus=")
     assert out.split("node=")[1].split()[0].startswith("h")
+
+
+def test_a_profile_is_used_only_on_the_gpu_type_it_was_measured_on(env):
+    """A key measured on H100s says nothing of A100s: a job asking for A100s is planned
+    proportionally (8 cores/GPU in 'all') until its key has a profile of that type, then by
+    it; an untyped request in 'all' may land on either type, so neither typed profile is
+    used for it (and the controller would not profile it, naming why)."""
+    cli, cfg, _ = env
+    ctl = Controller(cfg)
+    curve = ctl.profiles()["shufflenet"]            # wants 12 cores/GPU
+    held = {t: submit(cli, "true", "-p", "all", "-H", f"--gpus={t}2",
+                      "--comment=synergy:profile=typed", tmp=env[2])
+            for t in ("a100:", "")}
+    snap = SlurmReader(cli).snapshot()
+    found = pools(snap, cfg)
+    jobs = [j for j in snap.jobs if j.job_id in held.values()]
+    jobs = [replace(j, priority=1, reason="Priority") for j in jobs]   # plan them as pending
+
+    def planned(profiles):
+        plan, _ = ctl._plan_pools(snap, found, jobs, profiles, False, 0.0)
+        return {a.job_id: a.share.cpus for a in plan.allocations}
+
+    h100 = replace(curve, key="typed", gpu_type="h100")
+    a100 = replace(curve, key="typed", gpu_type="a100")
+    assert planned({h100.slot: h100}) == {held["a100:"]: 8, held[""]: 8}
+    got = planned({h100.slot: h100, a100.slot: a100})
+    assert got[held["a100:"]] > 8 and got[held[""]] == 8, got
+    untyped = replace(curve, key="typed")
+    assert planned({untyped.slot: untyped})[held[""]] > 8

@@ -108,3 +108,38 @@ def test_requeue_into_a_new_shape_and_its_wall_cost(slurm_cli, tmp_path, release
     print(f"\nSlurm {release}: requeue into a new shape ran again after {seconds:.1f} s")
     assert "cpus=6" in text.split("restarts=1")[0].splitlines()[-1]
     assert seconds < 60
+
+
+def _restart_after_plain_requeue(slurm_cli, tmp_path, name: str, *opts: str) -> float:
+    """Seconds from ``scontrol requeue`` (no hold, no update) until the job runs again."""
+    out = tmp_path / f"{name}.out"
+    jid = submit(slurm_cli, REPORT + "\nsleep 300", "--gpus=1", *opts, "-o", str(out),
+                 "--open-mode=append", tmp=tmp_path)
+    wait_file(out, "restarts=0", 60)
+    t0 = time.monotonic()
+    slurm_cli.run("scontrol", ["requeue", str(jid)])
+    wait_file(out, "restarts=1", 120)
+    return time.monotonic() - t0
+
+
+def test_expedited_requeue_and_the_requeue_delay(slurm_cli, tmp_path, release):
+    """A plain requeue waits out the requeue delay (``cred_expire``, 10 s on the dev
+    cluster; 26.05's ``SchedulerParameters=requeue_delay`` sets it apart). 25.11 added
+    ``sbatch --requeue=expedite`` (the dev cluster sets ``SlurmctldParameters=
+    enable_expedited_requeue`` from 25.11): such a job is eligible again at once. Older
+    releases reject the option. Printed: both restart times. The controller's own requeue
+    (requeuehold, update, release with StartTime=now) does not wait either, on every
+    release, so it gains nothing from expediting (docs/slurm-notes.md)."""
+    plain = _restart_after_plain_requeue(slurm_cli, tmp_path, "plain", "--requeue")
+    try:
+        fast: float | str = _restart_after_plain_requeue(slurm_cli, tmp_path, "expedite",
+                                                        "--requeue=expedite")
+    except SlurmError as exc:
+        fast = "rejected"
+        print(f"\nSlurm {release}: sbatch --requeue=expedite: {exc}")
+    print(f"\nSlurm {release}: a plain requeue ran again after {plain:.1f} s, an expedited "
+          f"one {fast if isinstance(fast, str) else f'after {fast:.1f} s'}")
+    assert plain > 10                                       # cred_expire=10, + 1 s
+    expect({"22.05": "rejected", "24.11": "rejected", "26.05": "at once"}, release,
+           fast if isinstance(fast, str) else "at once" if fast < plain - 5 else
+           f"{fast:.0f} s")

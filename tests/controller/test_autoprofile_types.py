@@ -1,0 +1,77 @@
+"""Automatic profiling per GPU type: a key is profiled on the type its job runs on, and a
+profile of another type does not make the key known there."""
+
+from __future__ import annotations
+
+import getpass
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from synergy_slurm.config import config_from_dict
+from synergy_slurm.controller.autoprofile import AutoProfiler
+from synergy_slurm.controller.state import StateStore
+from synergy_slurm.slurm.model import SlurmJob, Snapshot
+
+USER = getpass.getuser()
+
+
+class RecordingWriter:
+    """Just what the profiler submits with: the script it copies, the sbatch it sends."""
+
+    def __init__(self) -> None:
+        self.submitted: list[list[str]] = []
+
+    def batch_script(self, job_id: int) -> str:
+        return "#!/bin/sh\ntrue\n"
+
+    def submit_as(self, user, gid, args, script, run) -> int:
+        self.submitted.append(list(args))
+        return 900 + len(self.submitted)
+
+
+def job(job_id: int, gpu_type: str | None = None) -> SlurmJob:
+    return SlurmJob(job_id, user=USER, state="PENDING", partition="all", gpus=2,
+                    gpus_per_job=2, priority=1, reason="Priority", submit_time=0,
+                    comment="synergy:profile=k", gpu_type=gpu_type)
+
+
+@pytest.fixture
+def spool():
+    """Under /tmp: the profiling job's user must be able to reach it (pytest's tmp_path
+    is private)."""
+    top = Path(tempfile.mkdtemp(prefix="synergy-spool-"))
+    top.chmod(0o755)
+    yield top / "spool"
+    shutil.rmtree(top)
+
+
+def profiler(spool: Path, mode: str) -> tuple[AutoProfiler, RecordingWriter]:
+    cfg = config_from_dict({"profiling": {"auto": True, "spool": str(spool),
+                                          "max_cpus_per_gpu": 8}})
+    writer = RecordingWriter()
+    return AutoProfiler(cfg, writer, StateStore(":memory:"), mode), writer
+
+
+def types_of(j: SlurmJob) -> frozenset[str]:
+    return frozenset({j.gpu_type}) if j.gpu_type else frozenset({"a100", "h100"})
+
+
+def test_each_type_is_profiled_on_its_own_nodes(paper_profiles, spool):
+    ap, writer = profiler(spool, "enforce")
+    on_a100 = replace(paper_profiles["shufflenet"], key="k", gpu_type="a100")
+    jobs = [job(1, "a100"), job(2, "h100"), job(3)]
+    events = ap.round(Snapshot((), (), (), "26.05.5"), jobs, {on_a100.slot: on_a100},
+                      types_of, now=100.0)
+    by_job = {e.for_job: e for e in events}
+    assert 1 not in by_job                                  # known on its type
+    assert (by_job[2].key, by_job[2].what) == ("k@h100", "submitted"), by_job[2]
+    assert "--gpus=h100:2" in writer.submitted[0] and len(writer.submitted) == 1
+    assert by_job[3].what == "error" and "a100, h100" in by_job[3].detail
+    # The next round submits nothing again: one profiling job per key and type.
+    again = ap.round(Snapshot((), (), (), "26.05.5"), jobs, {on_a100.slot: on_a100},
+                     types_of, now=200.0)
+    assert [e for e in again if e.what in ("submitted", "error")] == []
