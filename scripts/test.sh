@@ -2,8 +2,9 @@
 # The whole test suite: installs what it needs (Debian packages as root, a Python venv),
 # then runs ruff and pytest. Tests marked `slurm` start a real 4-node Slurm cluster: the
 # whole suite runs on the system's Slurm (22.05 on Debian 12), then the real-Slurm tests
-# run again on each release in SYNERGY_TEST_RELEASES (default: 26.05, Debian sid's, from a
-# root filesystem built once and cached; see `synergy dev-cluster up --help`).
+# run again on each release in SYNERGY_TEST_RELEASES (default: 24.11 and 26.05, Debian 13's
+# and sid's, each from a root filesystem built once and cached; see `synergy dev-cluster up
+# --help`).
 # Extra arguments go to every pytest run (e.g. scripts/test.sh -k tune).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,7 +12,7 @@ bash scripts/bootstrap-system.sh
 bash scripts/bootstrap-python.sh
 .venv/bin/ruff check .
 .venv/bin/python -m pytest "$@"
-for release in ${SYNERGY_TEST_RELEASES-26.05}; do
+for release in ${SYNERGY_TEST_RELEASES-24.11 26.05}; do
     echo "== the real-Slurm tests on Slurm $release" >&2
     rc=0
     SYNERGY_TEST_SLURM="$release" .venv/bin/python -m pytest -m slurm "$@" || rc=$?
