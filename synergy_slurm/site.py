@@ -148,6 +148,9 @@ def load_site(path: str | Path) -> Site:
         path = SHIPPED_DIR / f"{path}.toml"
     try:
         doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SiteError(f"{path}: no such file, nor a shipped cluster of that name "
+                        f"({', '.join(shipped_sites())})") from None
     except OSError as exc:
         raise SiteError(f"{path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -20,9 +20,9 @@ from ..controller.status import status_lines
 from ..core import PerGpu
 from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
 from ..slurm.commands import SlurmCLI, SlurmError
-from .devcluster_cmd import CACHE_OPTION, CLUSTER_OPTION, SLURM_OPTION, cluster_option_value
+from .devcluster_cmd import CACHE_OPTION, CLUSTER_OPTION, SLURM_OPTION
 from .errors import BadInput, Failed
-from .options import default_profiles_path, profiles_option_value
+from .options import cluster_option_value, default_profiles_path, profiles_option_value
 
 
 @click.command("demo")
@@ -84,10 +84,9 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     if sbatch_exe is None:
         raise Failed("synergy-sbatch is not installed beside this synergy")
     state_dir = state_dir.resolve()
-    site = cluster_option_value(cluster)
     spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True, slurm=release,
                                  binds=(str(path.resolve().parent),), accounting=accounting,
-                                 site=site)
+                                 site=cluster_option_value(cluster))
     layout = spec.layout
     parts = [p.name for p in layout.partitions]
     say = click.echo if fmt == "text" else (lambda *a, **k: None)
@@ -106,9 +105,8 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         f"export SLURM_CONF={spec.conf_path}{path_note} to look around")
     cli = devcluster.slurm_cli(spec, timeout_s=60)
     # Each partition's defaults, what plain Slurm gives a job there.
-    fair = {p.name if site else "": PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu)
-            for p in layout.partitions}
-    mix = demo_mix(jobs, mean_s, seed, parts if site else ("",))
+    fair = {p.name: PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu) for p in layout.partitions}
+    mix = demo_mix(jobs, mean_s, seed, parts)
     counts = {k: sum(j.kind == k for j in mix) for k in KINDS}
     say(f"[demo] mix: {jobs} jobs, {sum(j.gpus for j in mix)} GPUs in all: "
         + ", ".join(f"{n} {k}" for k, n in counts.items()))
@@ -142,7 +140,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
                                   "synergy": round(syn.makespan(mix, p), 1)},
                    "mean_jct_s": {"proportional": round(prop.mean_jct(mix, partition=p), 1),
                                   "synergy": round(syn.mean_jct(mix, partition=p), 1)}}
-               for p in (parts if site else ())},
+               for p in (parts if len(parts) > 1 else ())},
            "controller_state": str(state_dir / "state.db"),
            "audit_log": str(state_dir / "audit.jsonl")}
     if fmt == "json":

@@ -10,8 +10,9 @@ import click
 from .. import devcluster
 from ..devcluster.conf import DEFAULT_PORT, DevClusterSpec, local_spec
 from ..devcluster.releases import DEFAULT_CACHE, RELEASES
-from ..site import SiteError, load_site, shipped_sites
+from ..site import shipped_sites
 from .errors import BadInput, Failed
+from .options import cluster_option_value
 
 DIR_OPTION = click.option(
     "--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -29,16 +30,6 @@ CLUSTER_OPTION = click.option(
     "--cluster", "cluster", metavar="FILE|NAME", default=None,
     help="A cluster description (node kinds and partitions, docs/dev-cluster.md) instead of "
     f"--nodes of the paper's servers; shipped: {', '.join(shipped_sites())}.")
-
-
-def cluster_option_value(cluster: str | None):
-    """The site described by ``--cluster`` (None: the paper's servers), or a clear error."""
-    if cluster is None:
-        return None
-    try:
-        return load_site(cluster)
-    except SiteError as exc:
-        raise BadInput(f"--cluster {exc}") from None
 
 
 CACHE_OPTION = click.option(

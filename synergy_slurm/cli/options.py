@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..shipped import SHIPPED_PROFILES
+from ..site import Site, SiteError, load_site
 from .errors import BadInput
 
 
@@ -57,3 +58,14 @@ def check_server(gpus_per_server: int, cpus_per_server: int) -> None:
     if cpus_per_server < gpus_per_server:
         raise click.BadParameter(f"{cpus_per_server} cores for {gpus_per_server} GPUs: give "
                                  "at least one core per GPU", param_hint="--cpus-per-server")
+
+
+def cluster_option_value(cluster: str | None) -> Site | None:
+    """The site ``--cluster`` describes (a file or a shipped name; None when not given),
+    or a one-line error."""
+    if cluster is None:
+        return None
+    try:
+        return load_site(cluster)
+    except SiteError as exc:
+        raise BadInput(f"--cluster {exc}") from None

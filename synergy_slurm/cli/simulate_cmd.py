@@ -17,9 +17,8 @@ from ..sim.metrics import summary_row
 from ..sim.report import write_results
 from ..sim.runner import Run, Workload, plan_runs, run_all
 from ..sim.trace import TraceError, read_trace, write_trace
-from ..site import SiteError, load_site
 from .errors import BadInput, writable_dir, writable_file
-from .options import check_server, csv_list, profiles_option_value
+from .options import check_server, cluster_option_value, csv_list, profiles_option_value
 
 COLUMNS = ("policy", "allocator", "load", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h",
            "p999_jct_h", "makespan_h", "wall_s")
@@ -160,11 +159,9 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                                      param_hint="--jobs")
         workload = Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
                             static=static, count=count)
-    if cluster_file is not None:
-        try:
-            cluster = load_site(cluster_file).cluster_state()
-        except SiteError as exc:
-            raise BadInput(f"--cluster {exc}") from None
+    site = cluster_option_value(cluster_file)
+    if site is not None:
+        cluster = site.cluster_state()
     else:
         cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
                                        mem_per_server)

@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 
 import click
 
-from ..core import ALLOCATOR_NAMES, ClusterState
-from ..site import SiteError, load_site
+from ..core import ALLOCATOR_NAMES, ClusterState, ProfileError
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
 from ..slurm.sacct import TEXT_FIELDS, parse_history
 from ..whatif import HistoryError, Rule, build_replay, report
 from ..whatif import replay as replay_mod
 from .errors import BadInput, Failed, writable_dir
-from .options import check_server, config_or_exit, profiles_option_value
+from .options import check_server, cluster_option_value, config_or_exit, profiles_option_value
 
 # Allocations only (-X), every user (-a), every run of a requeued job (-D: its first
 # submission is only in the first run's record).
@@ -123,14 +124,10 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         history, skipped = parse_history(raw)
     except ParseError as exc:
         raise BadInput(f"{source}: {exc}") from None
-    reasons: dict[str, int] = {}
-    for s in skipped:
-        reasons[s.reason] = reasons.get(s.reason, 0) + 1
-    if cluster_file is not None:
-        try:
-            cluster = load_site(cluster_file).cluster_state()
-        except SiteError as exc:
-            raise BadInput(f"--cluster {exc}") from None
+    reasons = dict(Counter(s.reason for s in skipped))
+    site = cluster_option_value(cluster_file)
+    if site is not None:
+        cluster = site.cluster_state()
     elif servers is not None:
         cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
                                        mem_per_server)
@@ -148,28 +145,23 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                        "site's own nodes, or give --servers")
     show = sys.stderr.isatty() if progress is None else progress
     span = max(1.0, max(t.arrival for t in rp.trace))
-    bar = click.progressbar(length=200, label="replaying", file=sys.stderr,
-                            show_percent=True) if show else None
     state = {"pos": 0}
+    with (click.progressbar(length=200, label="replaying", file=sys.stderr,
+                            show_percent=True) if show else nullcontext()) as bar:
 
-    def on_round(which: str, now: float) -> None:
-        if bar is None:
-            return
-        pos = int(min(1.0, now / span) * 100) + (100 if which == "synergy" else 0)
-        if pos > state["pos"]:
-            bar.update(pos - state["pos"])
-            state["pos"] = pos
+        def on_round(which: str, now: float) -> None:
+            if bar is None:
+                return
+            pos = int(min(1.0, now / span) * 100) + (100 if which == "synergy" else 0)
+            if pos > state["pos"]:
+                bar.update(pos - state["pos"])
+                state["pos"] = pos
 
-    if bar is not None:
-        bar.__enter__()
-    try:
-        outcome = replay_mod.run(rp, profiles, cluster, allocator, round_seconds,
-                                 restart_cost, on_round)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+        try:
+            outcome = replay_mod.run(rp, profiles, cluster, allocator, round_seconds,
+                                     restart_cost, on_round)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
     doc = report.build(rp, outcome, cluster, source, len(skipped), reasons)
     if report_dir is not None:
         for path in report.write_html(doc, outcome, report_dir / "report.html"):
@@ -185,7 +177,7 @@ def _profiles(cfg, path: Path | None) -> dict:
 
     try:
         base = load_profiles(cfg.profiles.file)
-    except Exception as exc:
+    except ProfileError as exc:
         raise BadInput(f"[profiles] file: {exc}") from None
     merged, problems = with_store(base, cfg.profiles.store)
     for p in problems:

@@ -78,7 +78,7 @@ class AutoProfiler:
             if key is None or not KEY_RE.match(key):
                 continue
             types = types_of(job)
-            if pick_profile(profiles, key, types)[0] is not None:
+            if pick_profile(profiles, key, types) is not None:
                 continue
             slot = profile_slot(key, next(iter(types))) if len(types) == 1 else key
             rec = records.get(slot)

@@ -59,7 +59,7 @@ def requeue_ok(job: SlurmJob) -> bool:
 def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdict:
     if not job.has_gpus:
         return Verdict(False, "no GPUs")
-    partition = job.partition.split(",")[0]
+    partition = job.home_partition
     if partition not in cfg.hook.partitions:
         return Verdict(False, f"partition {partition or '?'} not managed")
     if job.user in optout_users:
@@ -101,6 +101,6 @@ def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile],
     remaining = max(0.0, limit - elapsed) if limit else UNKNOWN_REMAINING_S
     return JobSpec(job.job_id, job.gpus, submitted=float(job.submit_time),
                    duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=remaining,
-                   attained_s=elapsed, profile=pick_profile(profiles, key, gpu_types)[0],
+                   attained_s=elapsed, profile=pick_profile(profiles, key, gpu_types),
                    profile_key=key,
                    user=job.user, priority=job.priority)

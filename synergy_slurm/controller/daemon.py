@@ -222,7 +222,7 @@ class Controller:
         last = self.state.last_requeues()
         groups = []
         for pool in found:
-            in_pool = [j for j in managed if j.partition.split(",")[0] == pool.partition]
+            in_pool = [j for j in managed if j.home_partition == pool.partition]
             for gpu_type in sorted({j.gpu_type for j in in_pool}, key=lambda t: t or ""):
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
@@ -307,7 +307,7 @@ class Controller:
         by_name = {p.partition: p for p in found}
 
         def types_of(job: SlurmJob) -> frozenset[str]:
-            pool = by_name.get(job.partition.split(",")[0])
+            pool = by_name.get(job.home_partition)
             return pool.types(job.gpu_type) if pool else frozenset({job.gpu_type or ""})
 
         try:

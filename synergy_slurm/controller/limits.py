@@ -115,7 +115,7 @@ def _scopes(job: SlurmJob, limits: SiteLimits) -> list[tuple[tuple, Tres]]:
             out.append((("qos-user", q.name, job.user), q.per_user))
         if not q.group.empty:
             out.append((("qos", q.name), q.group))
-    partition = job.partition.split(",")[0]
+    partition = job.home_partition
     for a in limits.assocs:
         if a.account != job.account or a.partition not in ("", partition) or a.group.empty:
             continue
@@ -131,7 +131,7 @@ def _per_job(job: SlurmJob, limits: SiteLimits) -> list[Tres]:
     q = _qos(job, limits)
     if q is not None and not q.per_job.empty:
         out.append(q.per_job)
-    partition = job.partition.split(",")[0]
+    partition = job.home_partition
     mine = [a for a in limits.assocs if a.account == job.account
             and a.partition in ("", partition) and not a.per_job.empty]
     own = [a.per_job for a in mine if a.user == job.user]

@@ -159,9 +159,9 @@ def profile_slot(key: str, gpu_type: str | None) -> str:
 
 
 def pick_profile(profiles: Mapping[str, Profile], key: str, gpu_types: frozenset[str]
-                 ) -> tuple[Profile | None, str]:
+                 ) -> Profile | None:
     """The profile for a job of ``key`` that runs on GPUs of ``gpu_types`` (the types of the
-    nodes it may run on; empty where Slurm names none), and why there is none.
+    nodes it may run on; {""} where Slurm names none), None if there is none.
 
     A profile measured on the job's one GPU type wins; a profile of no recorded type serves
     every type; one measured on another type (or on one of several the job may land on) is
@@ -170,18 +170,11 @@ def pick_profile(profiles: Mapping[str, Profile], key: str, gpu_types: frozenset
         [only] = gpu_types
         typed = profiles.get(profile_slot(key, only))
         if typed is not None:
-            return typed, ""
+            return typed
     prof = profiles.get(key)
     if prof is not None and prof.gpu_type and gpu_types != {prof.gpu_type}:
-        prof = None
-    if prof is None:
-        measured = sorted(p.gpu_type for p in profiles.values()
-                          if p.key == key and p.gpu_type)
-        if measured:
-            return None, (f"profile {key} measured on {', '.join(measured)} GPUs only, "
-                          f"the job runs on {', '.join(sorted(gpu_types)) or 'untyped'} GPUs")
-        return None, f"profile {key} unknown" if key else "no profile key"
-    return prof, ""
+        return None
+    return prof
 
 
 def usable_profiles(profiles: Mapping[str, Profile], gpu_types: frozenset[str]
@@ -189,7 +182,7 @@ def usable_profiles(profiles: Mapping[str, Profile], gpu_types: frozenset[str]
     """By key, the profiles :func:`pick_profile` gives a job on ``gpu_types``."""
     out = {}
     for key in {p.key for p in profiles.values()}:
-        prof, _ = pick_profile(profiles, key, gpu_types)
+        prof = pick_profile(profiles, key, gpu_types)
         if prof is not None:
             out[key] = prof
     return out

@@ -68,6 +68,12 @@ class SlurmJob:
     eligible_time: int = 0
 
     @property
+    def home_partition(self) -> str:
+        """The partition synergy plans the job in: the first of a multi-partition request
+        (``-p a,b``), as Slurm lists them."""
+        return self.partition.split(",")[0]
+
+    @property
     def tags(self) -> dict[str, str]:
         """synergy's own ``synergy.key=value`` tags in admin_comment (hook and controller)."""
         out = {}

@@ -28,18 +28,17 @@ def test_the_profile_of_the_jobs_type_wins_and_another_type_is_never_used(curve)
     anywhere = replace(curve, key="k", throughput=tuple(tuple(v * 2 for v in row)
                                                         for row in curve.throughput))
     both = {on_a100.slot: on_a100, anywhere.slot: anywhere}
-    assert pick_profile(both, "k", A100)[0] is on_a100
-    assert pick_profile(both, "k", H100)[0] is anywhere         # no H100 profile: untyped
-    assert pick_profile(both, "k", A100 | H100)[0] is anywhere  # may land on either
-    prof, why = pick_profile({on_a100.slot: on_a100}, "k", H100)
-    assert prof is None and why == ("profile k measured on a100 GPUs only, the job runs "
-                                    "on h100 GPUs")
-    assert pick_profile({on_a100.slot: on_a100}, "k", A100 | H100)[0] is None
-    assert pick_profile({on_a100.slot: on_a100}, "k", UNTYPED)[0] is None
-    assert pick_profile({}, "k", A100) == (None, "profile k unknown")
+    assert pick_profile(both, "k", A100) is on_a100
+    assert pick_profile(both, "k", H100) is anywhere         # no H100 profile: untyped
+    assert pick_profile(both, "k", A100 | H100) is anywhere  # may land on either
+    assert pick_profile({on_a100.slot: on_a100}, "k", H100) is None
+    assert pick_profile({on_a100.slot: on_a100}, "k", A100 | H100) is None
+    assert pick_profile({on_a100.slot: on_a100}, "k", UNTYPED) is None
+    assert pick_profile({}, "k", A100) is None
     # A typed profile filed under its bare key (a hand-built mapping) is still only for
     # its own type.
-    assert pick_profile({"k": on_a100}, "k", H100)[0] is None
+    assert pick_profile({"k": on_a100}, "k", H100) is None
+    assert pick_profile({"k": on_a100}, "k", A100) is on_a100
     assert usable_profiles(both, A100) == {"k": on_a100}
     assert usable_profiles({on_a100.slot: on_a100}, A100 | H100) == {}
 

@@ -56,5 +56,6 @@ def test_a_file_that_is_not_toml(tmp_path):
     bad.write_text("[[nodes]\n")
     with pytest.raises(SiteError, match="not TOML"):
         load_site(bad)
-    with pytest.raises(SiteError, match="No such file"):
+    with pytest.raises(SiteError, match=r"no such file, nor a shipped cluster of that "
+                                        r"name \(mixed, paper\)"):
         load_site(tmp_path / "missing.toml")

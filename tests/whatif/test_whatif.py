@@ -106,6 +106,19 @@ def test_whatif_on_a_recorded_export(kind, tmp_path):
     assert text.exit_code == 0 and text.output.index("Fidelity") < text.output.index("mean JCT")
 
 
+def test_the_progress_bar_path_replays_alike():
+    """--progress drives click's bar through both replays (off a terminal click prints
+    only its label) and changes nothing in the result."""
+    res = CliRunner().invoke(main, [
+        "whatif", "--progress", "--from", str(FIXTURES / "sacct_22.05.8.json"),
+        "--servers", "4", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith("replaying")
+    quiet = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "4",
+                   "--format", "json")
+    assert res.stdout == quiet.stdout
+
+
 def test_a_bad_export_gives_counts_and_reasons(tmp_path):
     doc = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())
     doc["jobs"] += ["junk", {"job_id": 99}, {**doc["jobs"][0], "job_id": 98,
