@@ -87,6 +87,10 @@ def _numbers(value: str, what: str) -> list[float]:
 @click.option("--requeue-interval", default=0.0, show_default=True,
               type=click.FloatRange(0), help="With --requeue-budget: seconds between "
               "restarts of one job.")
+@click.option("--shrink-memory", is_flag=True,
+              help="With --no-preempt: lower a running job's memory to what its profile "
+              "needs, in place, so pending jobs can use the rest (the controller's "
+              "behaviour on Slurm 26.05, which can lower a running job's memory).")
 @click.option("--placement", type=click.Choice(PLACEMENTS), default=None,
               help="How a job's GPUs are chosen: 'fullest' (whole on the fullest server "
               "where it fits, else spread) or 'first-free' (the reference simulator's: the "
@@ -108,7 +112,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                  cluster_file, servers,
                  gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
                  profiles_path, static, round_seconds, restart_cost, reference_speedups,
-                 no_preempt, requeue_budget, requeue_interval, placement, opt_time_limit,
+                 no_preempt, requeue_budget, requeue_interval, shrink_memory, placement,
+                 opt_time_limit,
                  workers, fmt, out, record_trace, progress) -> None:
     """Simulate Synergy's rounds over a trace and compare schedulers.
 
@@ -124,6 +129,9 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     if bool(trace_path) == bool(generate):
         raise click.UsageError("give exactly one of --trace CSV or --generate philly")
     check_server(gpus_per_server, cpus_per_server)
+    if shrink_memory and not no_preempt:
+        raise click.UsageError("--shrink-memory models running jobs that keep running: "
+                               "give --no-preempt too (the paper's rounds re-plan every job)")
     # Where results go is checked before a simulation that may run for minutes.
     if out is not None:
         writable_dir(out)
@@ -172,7 +180,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                          reference_speedups=reference_speedups, window=win,
                          opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
                          requeue_budget=requeue_budget if no_preempt else 0,
-                         requeue_interval_s=requeue_interval, placement=placement)
+                         requeue_interval_s=requeue_interval, placement=placement,
+                         shrink_memory=shrink_memory)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)

@@ -1,8 +1,10 @@
 """One scheduling round, the same for the simulator and the controller.
 
-Pending jobs are ordered by the policy and allocated into what the running jobs leave
-free; then running jobs that may be restarted are offered what is still idle, in the
-policy's order, and requeued where it pays (:mod:`.requeue`). The controller turns the
+Where the driver can lower a running job's memory, running jobs that hold more than their
+profile needs give it back first (:mod:`.shrink`). Pending jobs are ordered by the policy
+and allocated into what the running jobs leave free; then running jobs that may be
+restarted are offered what is still idle, in the policy's order, and requeued where it
+pays (:mod:`.requeue`). The controller turns the
 result into Slurm actions; the simulator applies it to its model of the cluster.
 """
 
@@ -17,6 +19,7 @@ from .plan import Allocation, Plan
 from .policies import Policy
 from .requeue import Requeue, requeues
 from .resources import ClusterState
+from .shrink import Shrink, after_shrinks, memory_shrinks
 
 NEVER = float("-inf")
 
@@ -40,6 +43,7 @@ class RequeueRule:
 class RoundPlan:
     plan: Plan
     requeues: tuple[Requeue, ...] = ()
+    shrinks: tuple[Shrink, ...] = ()
 
 
 def make_plan(jobs: Sequence[JobSpec], cluster: ClusterState, policy: Policy,
@@ -53,23 +57,34 @@ def make_plan(jobs: Sequence[JobSpec], cluster: ClusterState, policy: Policy,
 def plan_round(pending: Sequence[JobSpec], running: Sequence[tuple[JobSpec, Allocation]],
                cluster: ClusterState, policy: Policy, allocator: Allocator,
                rule: RequeueRule, last_requeues: Mapping[int, float],
-               now: float) -> RoundPlan:
-    """Plan ``pending`` into ``cluster`` (whose ``reserved`` holds every running job), then
-    choose the requeues.
+               now: float, shrinkable: Sequence[tuple[JobSpec, Allocation]] = ()
+               ) -> RoundPlan:
+    """Lower the memory of ``shrinkable`` running jobs to what they need, plan ``pending``
+    into ``cluster`` (whose ``reserved`` holds every running job, less what the shrinks
+    free), then choose the requeues.
 
     ``running`` pairs each running job that may be requeued with what it holds now (jobs
     that may not be restarted, or whose gain cannot be known, are left out by the caller
     but stay in ``cluster.reserved``). ``last_requeues`` maps job ids to when each was last
-    requeued. The GPU-proportional baseline never requeues: it has nothing to grow into.
+    requeued. ``shrinkable`` pairs each running job whose memory may be lowered in place
+    (empty where Slurm cannot) with what it holds now; a job shrunk this round is not also
+    requeued in it. The GPU-proportional baseline neither shrinks nor requeues: it gives
+    every job its proportional share.
     """
+    shrinks: tuple[Shrink, ...] = ()
+    if shrinkable and allocator.grows_running:
+        shrinks = tuple(memory_shrinks(shrinkable, cluster.fair))
+        cluster = after_shrinks(cluster, shrinks)
     if pending and cluster.servers:
         plan = make_plan(pending, cluster, policy, allocator, now)
     else:
         plan = Plan((), {}, allocator.name, policy.name)
     if not (rule.budget and running and allocator.grows_running):
-        return RoundPlan(plan)
+        return RoundPlan(plan, (), shrinks)
+    shrunk = {s.job_id for s in shrinks}
     due = {spec.id: (spec, alloc) for spec, alloc in running
-           if now - last_requeues.get(spec.id, NEVER) >= rule.min_interval_s}
+           if now - last_requeues.get(spec.id, NEVER) >= rule.min_interval_s
+           and spec.id not in shrunk}
     ordered = [due[s.id] for s in policy.order([s for s, _ in due.values()], now)]
     return RoundPlan(plan, tuple(requeues(ordered, cluster, plan, rule.restart_cost_s,
-                                          rule.budget)))
+                                          rule.budget)), shrinks)

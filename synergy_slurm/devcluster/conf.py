@@ -151,6 +151,7 @@ def slurm_conf(spec: DevClusterSpec) -> str:
         "SchedulerParameters=sched_interval=5,bf_interval=5",
         *(["SlurmctldParameters=enable_expedited_requeue"]
           if _version(spec) >= (25, 11) else []),
+        *(["PrologFlags=Contain"] if _version(spec) >= (26, 5) else []),
         *(_accounting_lines(spec) if spec.accounting else
           ["AccountingStorageType=accounting_storage/none",
            "JobAcctGatherType=jobacct_gather/none"]),

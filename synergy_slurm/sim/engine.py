@@ -72,6 +72,9 @@ class SimConfig:
     # controller does), at most this many per round, each job at most every interval.
     requeue_budget: int = 0
     requeue_interval_s: float = 0.0
+    # With preemptive=False: lower running jobs' memory to what their profiles need, in
+    # place (as the controller does where Slurm can: 26.05).
+    shrink_memory: bool = False
     # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
     placement: str | None = None
     # Resources held at given times whatever the scheduler does (a history's jobs without
@@ -160,7 +163,8 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
 def event_driven(config: SimConfig) -> bool:
     """Whether a running job's shape is fixed from start to end in this configuration."""
     grows = config.requeue_budget > 0 and config.allocator != "proportional"
-    return not config.preemptive and not grows and not config.reference_speedups
+    return (not config.preemptive and not grows and not config.shrink_memory
+            and not config.reference_speedups)
 
 
 def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
@@ -198,7 +202,8 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
                                           policy, allocator, _NO_REQUEUE, {}, now
                                           ).plan.allocations)
         else:
-            allocations = _keep_running(active, here, policy, allocator, requeue, now)
+            allocations = _keep_running(active, here, policy, allocator, requeue, now,
+                                        config.shrink_memory)
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
@@ -329,6 +334,8 @@ def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
         now = nxt
         if on_round is not None:
             on_round(now, len(seen) - len(waiting) - len(running))
+    for job in running.values():
+        job.finish = None   # its end was known at its start, but the run stopped before it
     results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
                          j.finish, j.restarts) for j in seen]
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
@@ -370,9 +377,11 @@ def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
 
 
 def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy,
-                  allocator: Allocator, rule: RequeueRule, now: float) -> list[Allocation]:
-    """The controller's model: running jobs keep their allocation, waiting jobs are planned
-    into what is left, and running jobs are requeued into idle resources when it pays."""
+                  allocator: Allocator, rule: RequeueRule, now: float,
+                  shrink: bool = False) -> list[Allocation]:
+    """The controller's model: running jobs keep their allocation (``shrink``: less the
+    memory their profiles do not need, no restart), waiting jobs are planned into what is
+    left, and running jobs are requeued into idle resources when it pays."""
     kept = [j.alloc for j in active.values() if j.alloc is not None]
     held = ClusterState(cluster.servers, fair_share=cluster.fair, reserved=cluster.reserved + tuple(
         (name, a.share.times(n)) for a in kept for name, n in a.placement))
@@ -381,7 +390,14 @@ def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy
                if j.alloc is not None] if rule.budget and allocator.grows_running else []
     waiting = [j.spec() for j in active.values() if j.alloc is None]
     last = {j.trace.job_id: j.requeued_at for j in active.values()}
-    rp = plan_round(waiting, running, held, policy, allocator, rule, last, now)
+    shrinkable = [(j.spec(), j.alloc) for j in active.values()
+                  if j.alloc is not None and j.profile is not None] if shrink else []
+    rp = plan_round(waiting, running, held, policy, allocator, rule, last, now, shrinkable)
+    for sh in rp.shrinks:
+        job = active[sh.job_id]
+        assert job.alloc is not None
+        job.alloc = replace(job.alloc, share=sh.share, speedup=sh.speedup, how="shrunk")
+        job.shape = (sh.share, job.alloc.placement)   # the same job, running on: no restart
     for rq in rp.requeues:
         job = active[rq.job_id]
         assert job.alloc is not None

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from synergy_slurm.core import ClusterState, Profile
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.core import (
+    Allocation,
+    ClusterState,
+    PerGpu,
+    Profile,
+    RequeueRule,
+    get_allocator,
+    get_policy,
+)
+from synergy_slurm.sim.engine import SimConfig, _Job, _keep_running, simulate
 from synergy_slurm.sim.metrics import jct_stats
 from synergy_slurm.sim.trace import TraceJob
 
@@ -120,3 +128,30 @@ def test_non_preemptive_mode_keeps_running_jobs_and_requeues_when_it_pays():
     costly = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False,
                                              requeue_budget=1, restart_cost_s=1e6))
     assert next(j for j in costly.jobs if j.job_id == 1).restarts == 0   # never pays
+
+
+def test_the_controller_model_lowers_running_memory_in_place_when_asked():
+    # A running job holds the node's memory at its proportional share though its profile
+    # runs as fast with 10 GB (it started before its profile was known); a waiting job
+    # needs 62.5 GB. Lowering the running job's memory in place (Slurm 26.05) admits the
+    # waiting one this round, without restarting the running one.
+    cl = ClusterState.uniform(1, gpus=2, cpus=6, mem_gb=125.0)
+    flat_mem = Profile("lm", (1, 3), (10, 62.5, 125), ((0.5, 0.5, 0.5), (1, 1, 1)))
+    trace = [TraceJob(0, "lm", 0, 1000, 1), TraceJob(1, "h", 0, 1000, 1)]
+    for shrink in (False, True):
+        running = _Job(trace[0], flat_mem, 1.0, 1.0, start=0.0)
+        running.alloc = Allocation(0, 1, PerGpu(3, 125.0), ((cl.servers[0].name, 1),), 1.0,
+                                   "proportional")
+        running.shape = (running.alloc.share, running.alloc.placement)
+        waiting = _Job(trace[1], hungry(), 1.0, 1.0)
+        active = {0: running, 1: waiting}
+        allocs = _keep_running(active, cl, get_policy("fifo"), get_allocator("tune"),
+                               RequeueRule(), 300.0, shrink)
+        by_id = {a.job_id: a for a in allocs}
+        assert (1 in by_id) is shrink
+        held = by_id[0]
+        if shrink:
+            assert held.share == PerGpu(3, 10) and held.how == "shrunk"
+            assert running.shape == (held.share, held.placement)   # not a restart
+        else:
+            assert held.share == PerGpu(3, 125.0)

@@ -39,6 +39,20 @@ def test_events_and_rounds_agree(paper_profiles, allocator, policy, seed):
     assert flat[0] == pytest.approx(flat[1])
 
 
+def test_a_window_ends_both_alike_with_later_jobs_still_running(paper_profiles):
+    # The run stops when the window's jobs are done; later jobs still running have no end
+    # yet on either path (the event path knew their ends at their starts).
+    trace = list(itertools.islice(philly_jobs(paper_profiles, 9, multi_gpu=True, seed=6),
+                                  300))
+    cfg = SimConfig(ClusterState.uniform(4, 8, 24, 500.0), preemptive=False, window=(20, 59))
+    slow = _simulate_rounds(trace, paper_profiles, cfg, None, 10_000_000)
+    fast = _simulate_events(trace, paper_profiles, cfg, None, 10_000_000)
+    assert any(j.start is not None and j.finish is None for j in slow.jobs)
+    assert [(j.job_id, j.start, j.finish) for j in fast.jobs] == \
+        [(j.job_id, j.start, j.finish) for j in slow.jobs]
+    assert fast.makespan_s == slow.makespan_s
+
+
 def test_only_fixed_shapes_take_the_event_path():
     cluster = ClusterState.uniform(1, 8, 24, 500.0)
     assert not event_driven(SimConfig(cluster))                       # the paper's rounds
@@ -46,3 +60,4 @@ def test_only_fixed_shapes_take_the_event_path():
     assert event_driven(SimConfig(cluster, preemptive=False, requeue_budget=2,
                                   allocator="proportional"))
     assert not event_driven(SimConfig(cluster, preemptive=False, reference_speedups=True))
+    assert not event_driven(SimConfig(cluster, preemptive=False, shrink_memory=True))
