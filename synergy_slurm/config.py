@@ -32,6 +32,8 @@ the key, so a typo never silently changes behaviour.
     restart_cost_s = 120.0              # what a requeue costs a running job
     requeue_min_interval_s = 1800.0     # never requeue a job more often
     requeue_budget = 2                  # requeues per round at most
+    shrink_running_memory = true        # lower running jobs' memory to what their profile
+                                        # needs where Slurm can (26.05, PrologFlags=Contain)
     metrics_port = 0                    # Prometheus metrics on this port (0: off)
     write_hook_table = true             # refresh the hook table every round (heartbeat)
 
@@ -157,6 +159,7 @@ class ControllerSection(_Checked):
     restart_cost_s: float = 120.0
     requeue_min_interval_s: float = 1800.0
     requeue_budget: int = 2
+    shrink_running_memory: bool = True
     metrics_port: int = 0
     write_hook_table: bool = True
     max_backoff_s: float = 300.0

@@ -5,6 +5,8 @@
 - A pending job Slurm has already scheduled: raise its cores; lower them only on a release
   that honours it (``Release.lowers_pending``: 26.05, not 22.05, which ignores it); memory
   follows when the cores are not lowered.
+- A running job that holds more memory than its profile needs: lowered in place where
+  Slurm can (26.05, ``Release.lowers_running_memory``), so pending jobs get the rest.
 - A running job: requeued into a larger shape only when it opted in, the gain over its
   remaining time beats the restart cost, it was not requeued recently and the round's
   budget allows (see :func:`synergy_slurm.core.plan_round`).
@@ -24,6 +26,7 @@ RELEASE = "release"
 RAISE = "raise"
 LOWER = "lower"
 REQUEUE = "requeue"
+SHRINK = "shrink-memory"   # a running job's memory lowered in place (26.05)
 CANNOT = "cannot"   # a wanted change Slurm would ignore; recorded, not sent
 
 
@@ -38,7 +41,7 @@ class Action:
 
     @property
     def mutating(self) -> bool:
-        return self.kind in (SHAPE_RELEASE, RELEASE, RAISE, LOWER, REQUEUE)
+        return self.kind in (SHAPE_RELEASE, RELEASE, RAISE, LOWER, REQUEUE, SHRINK)
 
     def as_dict(self) -> dict:
         def shape(s: Shape | None) -> dict | None:
@@ -53,9 +56,14 @@ def to_shape(share: PerGpu) -> Shape:
 
 
 def current_shape(job: SlurmJob, fair: PerGpu) -> Shape:
-    """The shape the job has or will get: its own request, else the partition defaults."""
+    """The shape the job has or will get: its own request, else the partition defaults; a
+    running job's memory is what its allocation holds (lowered in place on 26.05, where
+    the request still shows the old value)."""
     c = job.cpus_per_gpu or fair.cpus
-    if job.mem_per_gpu_mb:
+    held = [a for a in job.alloc if a.gpus > 0 and a.mem_mb > 0] if job.running else []
+    if held:
+        m = min(a.mem_mb // a.gpus for a in held)
+    elif job.mem_per_gpu_mb:
         m = job.mem_per_gpu_mb
     elif job.mem_per_node_mb and job.gpus:
         per_node = job.gpus_per_node or job.gpus

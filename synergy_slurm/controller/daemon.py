@@ -49,6 +49,7 @@ from .actions import (
     RELEASE,
     REQUEUE,
     SHAPE_RELEASE,
+    SHRINK,
     Action,
     current_shape,
     reconcile_pending,
@@ -60,7 +61,7 @@ from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
 from .observe import Pool, also_reserved, merged, pools
-from .requeue import holdings, requeue_actions
+from .requeue import holdings, requeue_actions, shrink_actions, shrinkable
 from .state import StateStore
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,10 @@ class Controller:
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
         self._logged_lowering: bool | None = None
+        # Why lowering running jobs' memory is off (None: it is on where Slurm can).
+        self._no_shrink: str | None = (None if c.shrink_running_memory else
+                                       "shrink_running_memory = false in the config")
+        self._logged_shrink = False
 
     # -- inputs ---------------------------------------------------------------------------
     def profiles(self) -> dict[str, Profile]:
@@ -186,7 +191,8 @@ class Controller:
             profiles = self.profiles()
         can_lower = self._lowers_pending()
         running = [j for j in managed if j.running]
-        plan, planned = self._plan_pools(snap, found, managed, profiles, can_lower, now)
+        plan, planned = self._plan_pools(snap, found, managed, profiles, can_lower,
+                                         self._shrinks_running(), now)
         actions = strays + planned
         by_id = {j.job_id: j for j in snap.jobs}
         results, errors = self._act(rid, actions, by_id)
@@ -208,8 +214,8 @@ class Controller:
                            events)
 
     def _plan_pools(self, snap: Snapshot, found: list[Pool], managed: list[SlurmJob],
-                    profiles: dict[str, Profile], can_lower: bool, now: float
-                    ) -> tuple[Plan, list[Action]]:
+                    profiles: dict[str, Profile], can_lower: bool, can_shrink: bool,
+                    now: float) -> tuple[Plan, list[Action]]:
         """Plan each managed partition's pool in turn (``observe.pools``): its jobs, with its
         proportional share, into its nodes less what earlier pools' plans took there (jobs
         asking for a GPU type into the nodes of that type, after the untyped ones); the
@@ -241,10 +247,13 @@ class Controller:
             specs = {j.job_id: replace(job_spec(j, now, profiles, types),
                                        limit=caps.get(j.job_id)) for j in mine}
             rule = replace(self.requeue_rule, budget=budget)
+            lowerable = shrinkable([(j, specs[j.job_id]) for j in running],
+                                   fair) if can_shrink else []
             rp = plan_round([specs[j.job_id] for j in pending],
                             holdings([(j, specs[j.job_id]) for j in movable], fair), cluster,
-                            self.policy, self.allocator, rule, last, now)
+                            self.policy, self.allocator, rule, last, now, lowerable)
             budget -= len(rp.requeues)
+            actions += shrink_actions(rp.shrinks, {j.job_id: j for j in running}, fair)
             actions += reconcile_pending(pending, rp.plan, fair, can_lower)
             if not can_lower:
                 actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
@@ -274,6 +283,23 @@ class Controller:
                      "known profiles start unheld, jobs planned smaller are lowered" if can
                      else "known profiles are held until shaped, scheduled jobs only raised")
         return can
+
+    def _shrinks_running(self) -> bool:
+        """Whether running jobs' memory is lowered in place this round: where this Slurm
+        can, unless the config says no or Slurm refused it for want of an extern step
+        (logged once, with what the admin can do)."""
+        if self._no_shrink is None:
+            try:
+                if not self.reader.release.lowers_running_memory:
+                    self._no_shrink = (f"Slurm {self.reader.release} cannot lower a running "
+                                       "job's memory (26.05 can)")
+            except (SlurmError, AttributeError):
+                return False
+        if not self._logged_shrink:
+            self._logged_shrink = True
+            log.info("running jobs' memory %s", "lowered in place to what their profiles "
+                     "need" if self._no_shrink is None else f"left as is: {self._no_shrink}")
+        return self._no_shrink is None
 
     def _limits(self, groups: list, snap: Snapshot, can_lower: bool) -> dict[int, PerGpu]:
         """The cap the site's QOS and association limits put on each job being planned
@@ -386,11 +412,26 @@ class Controller:
             elif a.kind == REQUEUE:
                 self.writer.requeue_reshape(job, a.after)
                 self.state.note_requeue(job.job_id, self.clock())
+            elif a.kind == SHRINK:
+                self._shrink(job, a.after)
             return "done"
         except ChangeIgnored as exc:
             return f"ignored: {exc}"
         except (SlurmError, Unsupported, NotEnforcing, ValueError) as exc:
             return f"error: {exc}"
+
+    def _shrink(self, job: SlurmJob, after) -> None:
+        try:
+            self.writer.lower_running_memory(job, after.mem_per_gpu_mb)
+        except SlurmError as exc:
+            if "extern step" in str(exc):
+                # The site's slurm.conf lacks PrologFlags=Contain: every job would be
+                # refused alike, so stop asking.
+                self._no_shrink = ("Slurm lowers a running job's memory only for jobs with "
+                                   "an extern step: set PrologFlags=Contain in slurm.conf "
+                                   "(jobs started after it qualify)")
+                log.error("running jobs' memory left as is from now on: %s", self._no_shrink)
+            raise
 
     def _record(self, rid: int, managed: list[SlurmJob], plan: Plan, actions: list[Action],
                 results: dict[int, str], now: float) -> None:

@@ -54,6 +54,12 @@ class Release:
         between are not assumed to."""
         return self.at_least(26, 5)
 
+    @property
+    def lowers_running_memory(self) -> bool:
+        """``scontrol update JobId= MinMemoryNode=`` lowers a running job's memory in place
+        (never raises it), for jobs with an extern step (``PrologFlags=Contain``)."""
+        return self.at_least(26, 5)
+
 
 def detect(cli: SlurmCLI) -> Release:
     """The release of the Slurm commands ``cli`` runs."""

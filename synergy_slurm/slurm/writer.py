@@ -8,6 +8,8 @@
   did not take raises :class:`ChangeIgnored`.
 - A running job is requeued into a new shape: ``requeuehold``, wait until PENDING, update
   with ``NumCPUs=N-N`` and ``StartTime=now``, release.
+- A running job's memory is lowered in place with ``MinMemoryNode`` (26.05, downward only,
+  for jobs with an extern step: ``PrologFlags=Contain``), read back from its allocation.
 
 Every mutating call passes through :meth:`SlurmWriter.mutate` (or, for the profiling jobs
 the controller submits, :meth:`SlurmWriter.submit_as`), which refuse unless the writer was
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 from .commands import SlurmCLI, SlurmError, safe_arg
 from .model import SlurmJob
-from .parse import parse_kv_line, per_gpu_value
+from .parse import mem_mb, parse_kv_line, per_gpu_value
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,30 @@ class SlurmWriter:
         self.mutate(["update", *args, "StartTime=now"])
         self.verify(job, shape)
         self.release(job.job_id)
+
+    def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int) -> None:
+        """Lower a running job's memory to ``mem_per_gpu_mb`` per GPU on each of its nodes,
+        in place; raise :class:`ChangeIgnored` if its allocation does not show it after.
+        Slurm sets memory per node for a running job: a job with different GPU counts on
+        its nodes is refused (per node, it would hold too much or too little)."""
+        per_node = {a.gpus for a in job.alloc if a.gpus > 0}
+        if not job.running or len(per_node) != 1:
+            raise Unsupported(f"job {job.job_id}: only a running job with the same GPUs on "
+                              "each node has its memory lowered in place")
+        [gpus] = per_node
+        want = gpus * int(mem_per_gpu_mb)
+        if not 1 <= want < max(a.mem_mb for a in job.alloc):
+            raise Unsupported(f"job {job.job_id}: {want} MB per node is not lower than "
+                              "what it holds")
+        self.mutate(["update", f"JobId={int(job.job_id)}", f"MinMemoryNode={want}"])
+        fields = self.read(job.job_id)
+        held = dict(kv.split("=", 1) for kv in fields.get("AllocTRES", "").split(",")
+                    if "=" in kv).get("mem", "")
+        nodes = len([a for a in job.alloc if a.gpus > 0])
+        # AllocTRES may round large values into G/T units: within half a percent.
+        if not held or abs(mem_mb(held) - want * nodes) > 0.005 * want * nodes:
+            raise ChangeIgnored(f"job {job.job_id}: asked {want} MB per node, Slurm shows "
+                                f"AllocTRES={fields.get('AllocTRES')}")
 
     def wait_state(self, job_id: int, state: str, timeout_s: float) -> dict[str, str]:
         deadline = time.monotonic() + timeout_s

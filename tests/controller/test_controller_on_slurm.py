@@ -214,3 +214,35 @@ def test_running_job_requeued_into_a_larger_shape_when_it_pays(env):
     # Requeued once: the next round does not requeue it again (it has its ideal now).
     res = Controller(load(env)).run_round()
     assert not [a for a in res.actions if a.job_id == jid]
+
+
+def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
+    """26.05: a running gnmt job that asked for most of n1's memory runs as fast with
+    20.83 GB; the controller lowers it in place and the job waiting for n1's memory
+    starts, while the gnmt job runs on unrestarted. (Earlier releases cannot:
+    tests/slurm/test_release_facts.py::test_lowering_a_running_jobs_memory.)"""
+    cli, tmp = env["cli"], env["tmp"]
+    if not SlurmReader(cli).release.lowers_running_memory:
+        pytest.skip(f"Slurm {SlurmReader(cli).release} cannot lower a running job's memory")
+    big = submit(cli, "sleep 300", "-w", "n1", "--gpus=1", "--cpus-per-gpu=1", "--mem=480000",
+                 "--comment=synergy:profile=gnmt", "-o", "/dev/null", tmp=tmp)
+    wait_for(cli, big, {"RUNNING"}, 60)
+    waiting = submit(cli, "sleep 300", "-w", "n1", "--gpus=1", "--mem-per-gpu=62500",
+                     "-o", "/dev/null", tmp=tmp)
+    time.sleep(6)   # a scheduler pass: it waits for memory
+    reader = SlurmReader(cli)
+    before = reader.snapshot()
+    assert before.job(waiting).pending
+    res = Controller(load(env)).run_round()
+    acts = [a for a in res.actions if a.kind == "shrink-memory"]
+    assert [(a.job_id, a.after.mem_per_gpu_mb) for a in acts] == [(big, 20830)]
+    assert res.results[big] == "done"
+    t0 = time.monotonic()
+    wait_for(cli, waiting, {"RUNNING"}, 60)
+    print(f"\nthe waiting job started {time.monotonic() - t0:.1f} s after the shrink")
+    after = reader.snapshot().job(big)
+    assert after.running and after.start_time == before.job(big).start_time
+    assert after.restarts == 0 and [a.mem_mb for a in after.alloc] == [20830]
+    # Nothing more to lower: the next round leaves it.
+    res = Controller(load(env)).run_round()
+    assert not [a for a in res.actions if a.kind == "shrink-memory"]

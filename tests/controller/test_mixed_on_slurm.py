@@ -111,7 +111,7 @@ def test_a_typed_request_runs_and_is_planned_on_its_type(env):
     job = SlurmReader(cli).snapshot().job(jid)
     assert job is not None and job.gpu_type == "h100"
     snap = SlurmReader(cli).snapshot()
-    plan, _ = ctl._plan_pools(snap, pools(snap, cfg), [job], ctl.profiles(), False, 0.0)
+    plan, _ = ctl._plan_pools(snap, pools(snap, cfg), [job], ctl.profiles(), False, False, 0.0)
     assert plan.allocations[0].placement[0][0].startswith("h")
     assert ctl.run_round().errors == 0
     wait_for(cli, jid, {"COMPLETED"}, 60)
@@ -136,7 +136,7 @@ def test_a_profile_is_used_only_on_the_gpu_type_it_was_measured_on(env):
     jobs = [replace(j, priority=1, reason="Priority") for j in jobs]   # plan them as pending
 
     def planned(profiles):
-        plan, _ = ctl._plan_pools(snap, found, jobs, profiles, False, 0.0)
+        plan, _ = ctl._plan_pools(snap, found, jobs, profiles, False, False, 0.0)
         return {a.job_id: a.share.cpus for a in plan.allocations}
 
     h100 = replace(curve, key="typed", gpu_type="h100")

@@ -61,6 +61,9 @@ class FakeWriter:
     def requeue_reshape(self, job: SlurmJob, shape: Shape) -> None:
         self._do("requeue", job.job_id, shape)
 
+    def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int) -> None:
+        self._do("shrink", job.job_id, mem_per_gpu_mb)
+
 
 def node(name="n1", alloc_cpus=0, alloc_gpus=0, alloc_mem_mb=0) -> SlurmNode:
     return SlurmNode(name, cpus=24, mem_mb=500_000, gpus=8, alloc_cpus=alloc_cpus,
@@ -266,7 +269,7 @@ def test_each_partition_is_planned_with_its_own_share_and_shared_nodes_count_onc
     ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
                                                       "partitions": ["small", "big"],
                                                       "default_partition": "small"}})
-    plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), list(jobs), ctl.profiles(), False,
+    plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), list(jobs), ctl.profiles(), False, False,
                               NOW)
     where = {a.job_id: a.placement for a in plan.allocations}
     assert where == {1: (("n1", 8),), 2: (("n2", 8),)}     # n1 is small's now
@@ -301,6 +304,74 @@ def test_a_typed_request_is_planned_on_nodes_of_its_type(tmp_path, profiles_path
                                                       "partitions": ["all"],
                                                       "default_partition": "all"}})
     plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), [typed, plain], ctl.profiles(),
-                              False, NOW)
+                              False, False, NOW)
     where = {a.job_id: a.placement for a in plan.allocations}
     assert where == {1: (("h1", 2),), 2: (("a1", 2),)}
+
+
+def running_at(job_id: int, key: str, mem_mb: int, node_name: str = "n1") -> SlurmJob:
+    return job(job_id, state="RUNNING", reason="None", priority=1, cpus_per_gpu=3,
+               mem_per_gpu_mb=62500, start_time=int(NOW) - 600, comment=f"synergy:profile={key}",
+               admin_comment=f"synergy.managed=1,synergy.profile={key}",
+               nodes=(node_name,), alloc=(NodeAlloc(node_name, 3, mem_mb, 1),))
+
+
+@pytest.mark.parametrize("release, enabled, shrinks", [
+    ("26.05.5", True, True), ("26.05.5", False, False), ("24.11.5", True, False),
+    ("22.05.8", True, False)])
+def test_a_running_jobs_unneeded_memory_is_lowered_where_slurm_can(
+        tmp_path, profiles_path, caplog, release, enabled, shrinks):
+    """gnmt runs as fast with 20.83 GB per GPU as with its partition's 62.5: on 26.05 its
+    memory is lowered in place (unless the config says no); alexnet needs its 62.5 GB (at
+    3 cores, 0.1x with less) and keeps it; earlier releases cannot, and say so once."""
+    snap = snapshot(running_at(1, "gnmt", 62500), running_at(2, "alexnet", 62500),
+                    nodes=[node(alloc_cpus=6, alloc_gpus=2, alloc_mem_mb=125000)])
+    ctl, writer = controller(tmp_path, profiles_path, snap, shrink_running_memory=enabled)
+    ctl.reader = FakeReader(snap, release=release)
+    with caplog.at_level("INFO"):
+        res = ctl.run_round()
+        ctl.run_round()
+    shrunk = [a for a in res.actions if a.kind == "shrink-memory"]
+    if shrinks:
+        assert [(a.job_id, a.before, a.after) for a in shrunk] == [
+            (1, Shape(3, 62500), Shape(3, 20830))]
+        assert ("shrink", 1, 20830) in writer.calls
+        assert not any(c[0] == "shrink" and c[1] == 2 for c in writer.calls)
+        assert any(r["action"] == "shrink-memory" and r["result"] == "done"
+                   for r in audit(tmp_path))
+    else:
+        assert shrunk == [] and not any(c[0] == "shrink" for c in writer.calls)
+    said = [r.getMessage() for r in caplog.records if "running jobs' memory" in r.getMessage()]
+    assert len(said) == 1 and ("lowered in place" in said[0]) is shrinks
+
+
+def test_a_running_job_lowered_before_reads_as_what_it_holds(tmp_path, profiles_path):
+    """After the shrink Slurm still shows MemPerTres=gpu:62500; the allocation (20830 MB)
+    is what the job holds: nothing more to do."""
+    snap = snapshot(running_at(1, "gnmt", 20830),
+                    nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=20830)])
+    ctl, _ = controller(tmp_path, profiles_path, snap)
+    ctl.reader = FakeReader(snap, release="26.05.5")
+    res = ctl.run_round()
+    assert [a for a in res.actions if a.kind == "shrink-memory"] == []
+
+
+def test_a_site_without_an_extern_step_is_asked_once(tmp_path, profiles_path, caplog):
+    """Slurm refuses a running job's memory change without PrologFlags=Contain: the round
+    records the error, later rounds stop asking and the log says what the admin can do."""
+    snap = snapshot(running_at(1, "gnmt", 62500),
+                    nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=62500)])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.reader = FakeReader(snap, release="26.05.5")
+
+    def refuse(job, mem):
+        writer.calls.append(("shrink", job.job_id, mem))
+        raise SlurmError("scontrol update: Requested operation requires extern step")
+    writer.lower_running_memory = refuse
+    with caplog.at_level("INFO"):
+        first = ctl.run_round()
+        second = ctl.run_round()
+    assert first.results[1].startswith("error:") and first.errors == 1
+    assert [c for c in writer.calls if c[0] == "shrink"] == [("shrink", 1, 20830)]
+    assert not [a for a in second.actions if a.kind == "shrink-memory"]
+    assert any("PrologFlags=Contain" in r.getMessage() for r in caplog.records)

@@ -77,19 +77,36 @@ def test_scontrol_json_and_the_data_parser_each_release_prints(slurm_cli, releas
     assert SlurmReader(slurm_cli).release.scontrol_json is (parser is not None)
 
 
-def test_a_running_jobs_memory_cannot_be_lowered_here(slurm_cli, tmp_path, release):
-    """26.05 can lower a running job's memory, but only for jobs with an extern step
-    (PrologFlags=Contain, which needs cgroups this cluster does not use): refused here
-    on every release, with the reason each gives."""
-    jid = submit(slurm_cli, "sleep 60", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
+def test_lowering_a_running_jobs_memory(slurm_cli, tmp_path, release):
+    """26.05 lowers a running job's memory in place, downward only, for jobs with an extern
+    step (``PrologFlags=Contain``, which the dev cluster sets from 26.05: it works with
+    proctrack/linuxproc, no cgroups needed); the node's allocated memory drops at once and
+    the job runs on. Earlier releases refuse any memory change to a running job."""
+    jid = submit(slurm_cli, "sleep 120", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
     wait_for(slurm_cli, jid, {"RUNNING"}, 60)
-    with pytest.raises(SlurmError) as err:
+    reader = SlurmReader(slurm_cli)
+    before = reader.snapshot().job(jid)
+    assert before is not None and before.alloc
+    node = before.alloc[0].node
+    try:
+        slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=20000"])
+        outcome = "lowered"
+    except SlurmError as exc:
+        msg = str(exc)
+        outcome = ("extern step" if "extern step" in msg else
+                   "not pending" if "pending" in msg.lower() else msg)
+    expect({"22.05": "not pending", "24.11": "not pending", "26.05": "lowered"}, release,
+           outcome)
+    assert reader.release.lowers_running_memory is (outcome == "lowered")
+    if outcome != "lowered":
+        return
+    after = reader.snapshot()
+    job = after.job(jid)
+    assert job is not None and job.running and job.start_time == before.start_time
+    assert [a.mem_mb for a in job.alloc] == [20000]
+    assert next(n for n in after.nodes if n.name == node).alloc_mem_mb == 20000
+    with pytest.raises(SlurmError, match="Memory required by task is not available"):
         slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=30000"])
-    msg = str(err.value)
-    reason = ("extern step" if "extern step" in msg else
-              "not pending" if "pending" in msg.lower() else msg)
-    expect({"22.05": "not pending", "24.11": "not pending", "26.05": "extern step"}, release,
-           reason)
 
 
 def test_requeue_into_a_new_shape_and_its_wall_cost(slurm_cli, tmp_path, release):
