@@ -183,7 +183,8 @@ end
 -- Why synergy leaves this GPU request as submitted (nil: it reshapes it). The twin of
 -- synergy_slurm/vocabulary.py:not_reshaped; the controller applies the same rule, so the
 -- hook never holds a job that nothing would release.
-local function not_reshaped(per_job, per_node, per_task, per_socket, min_nodes, het)
+local function not_reshaped(per_job, per_node, per_task, per_socket, min_nodes, het, resv)
+    if resv then return "jobs in a reservation are not reshaped" end
     if het then return "heterogeneous job" end
     if per_task then return "--gpus-per-task jobs are not reshaped" end
     if per_socket then return "--gpus-per-socket jobs are not reshaped" end
@@ -240,7 +241,8 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
     local comment = job_desc.comment
     if comment_token(comment, "synergy:off") then return "job opted out" end
     local refused = not_reshaped(per_job, per_node, per_task, per_socket,
-        set_u32(job_desc.min_nodes) or 1, set_u32(job_desc.het_job_offset) ~= nil)
+        set_u32(job_desc.min_nodes) or 1, set_u32(job_desc.het_job_offset) ~= nil,
+        is_set(job_desc.reservation))
     if refused then return "not reshaped: " .. refused end
 
     -- Decide everything first, then change the job in one go.

@@ -50,7 +50,7 @@ def table_fresh(generated_at: float, max_age_s: float, now: float) -> bool:
 class GpuRequest:
     """How a job asks for GPUs: per job (``--gpus``), per node (``--gpus-per-node``,
     ``--gres``), per task or per socket; how many nodes at least (``-N``); whether it is
-    one component of a heterogeneous job."""
+    one component of a heterogeneous job, and whether it runs in a reservation."""
 
     per_job: int | None = None
     per_node: int | None = None
@@ -58,6 +58,7 @@ class GpuRequest:
     per_socket: int | None = None
     min_nodes: int = 1
     het: bool = False
+    reservation: bool = False
 
     @property
     def wants_gpus(self) -> bool:
@@ -71,8 +72,11 @@ def not_reshaped(req: GpuRequest) -> str | None:
     array jobs included (their tasks share one shape). Left alone, and never held:
     heterogeneous jobs (one shape per component is not modelled), ``--gpus-per-task`` and
     ``--gpus-per-socket`` (GPUs follow tasks Slurm places), ``--gpus`` over several nodes
-    (Slurm splits the GPUs between nodes as it likes).
+    (Slurm splits the GPUs between nodes as it likes), and jobs in a reservation (its nodes
+    are the reservation's, outside the plan: synergy plans unreserved nodes only).
     """
+    if req.reservation:
+        return "jobs in a reservation are not reshaped"
     if req.het:
         return "heterogeneous job"
     if req.per_task:

@@ -15,7 +15,7 @@ import click
 from ..core import ALLOCATOR_NAMES, ClusterState, ProfileError
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
-from ..slurm.sacct import TEXT_FIELDS, parse_history
+from ..slurm.sacct import PRIORITY_FIELDS, parse_history
 from ..whatif import HistoryError, Rule, build_replay, report
 from ..whatif import replay as replay_mod
 from .errors import BadInput, Failed, writable_dir
@@ -30,7 +30,7 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
 @click.option("--from", "export", type=click.Path(dir_okay=False, path_type=Path),
               help="A saved history instead of asking sacct: the output of "
               "'sacct -a -X -D --json -S .. -E ..' or of 'sacct -a -X -D -P -o "
-              + ",".join(TEXT_FIELDS) + "'.")
+              + ",".join(PRIORITY_FIELDS) + "'.")
 @click.option("--start", "-S", default="now-7days", show_default=True,
               help="Without --from: the window's start, as sacct -S takes it.")
 @click.option("--end", "-E", default="now", show_default=True,
@@ -202,7 +202,7 @@ def _history(export: Path | None, start: str, end: str, cli: SlurmCLI
     except SlurmError as exc:
         if "json" in str(exc).lower():
             # A Slurm without --json: the parsable text form.
-            raw = cli.run("sacct", ["-a", "-X", "-D", "-P", "-o", ",".join(TEXT_FIELDS),
+            raw = cli.run("sacct", ["-a", "-X", "-D", "-P", "-o", ",".join(PRIORITY_FIELDS),
                                     "-S", start, "-E", end])
         else:
             raise Failed(f"could not read the history: {exc}") from None

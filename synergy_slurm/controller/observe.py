@@ -4,10 +4,11 @@ A pool's servers are the usable GPU nodes of its partition, and its proportional
 that partition's DefCpuPerGPU/DefMemPerGPU (else the smallest per-GPU share of its nodes),
 so a job is planned with its own partition's defaults on the nodes it can run on.
 Everything already allocated on a node (running jobs of every kind) is reserved: the core
-plans pending jobs into what is left. A node in several managed partitions is in each of
-their pools; the controller plans the pools one after another (in the order of ``[hook]
-partitions``) and reserves what one pool's plan takes before the next, so a shared node is
-never counted twice.
+plans pending jobs into what is left. A node in an active Slurm reservation is left out:
+only jobs that ask for the reservation run there, and those synergy does not reshape.
+A node in several managed partitions is in each of their pools; the controller plans the
+pools one after another (in the order of ``[hook] partitions``) and reserves what one
+pool's plan takes before the next, so a shared node is never counted twice.
 
 A job that asks for a GPU type (``--gpus=h100:2``) is planned on the pool's nodes of that
 type only, after the pool's untyped jobs.
@@ -73,7 +74,7 @@ def _pool_cluster(snap: Snapshot, part: SlurmPartition) -> ClusterState:
     servers, reserved = [], []
     for node in sorted(snap.nodes, key=lambda n: n.name):
         mine = node.name in part.nodes or part.name in node.partitions
-        if not (mine and node.gpus > 0 and node.usable):
+        if not (mine and node.gpus > 0 and node.usable and not node.reserved):
             continue
         cpus = min(node.cpus, part.max_cpus_per_node or node.cpus)
         mem_mb = min(node.mem_mb, part.max_mem_per_node_mb or node.mem_mb)

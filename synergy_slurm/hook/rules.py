@@ -29,6 +29,7 @@ class Submission:
     mem_per_cpu: bool = False    # --mem-per-cpu given
     min_nodes: int = 1           # -N/--nodes (the smallest count)
     het: bool = False            # a component of a heterogeneous job (sbatch ... : ...)
+    reservation: str = ""        # --reservation
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
     if "synergy:off" in sub.comment:
         return HookDecision(False, "job opted out")
     refused = not_reshaped(GpuRequest(per_job, per_node, per_task, per_socket,
-                                      sub.min_nodes, sub.het))
+                                      sub.min_nodes, sub.het, bool(sub.reservation)))
     if refused:
         return HookDecision(False, f"not reshaped: {refused}")
     key = comment_profile_key(sub.comment)

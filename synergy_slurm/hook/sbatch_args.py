@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--partition")
     p.add_argument("--comment")
     p.add_argument("-N", "--nodes")
+    p.add_argument("--reservation")
     return p
 
 
@@ -95,7 +96,7 @@ def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
         cpus_per_tres=f"gres:gpu:{ns.cpus_per_gpu}" if ns.cpus_per_gpu else "",
         mem_per_tres=f"gres:gpu:{ns.mem_per_gpu}" if ns.mem_per_gpu else "",
         mem_per_node=ns.mem is not None, mem_per_cpu=ns.mem_per_cpu is not None,
-        min_nodes=_min_nodes(ns.nodes), het=het)
+        min_nodes=_min_nodes(ns.nodes), het=het, reservation=ns.reservation or "")
 
 
 # sbatch options that never take a separate value (those with an optional value take it

@@ -110,7 +110,7 @@ class _Job:
         return JobSpec(self.trace.job_id, self.trace.gpus, submitted=self.trace.arrival,
                        duration_s=total * it, remaining_s=(total - self.done) * it,
                        attained_s=self.attained_s, profile=self.profile,
-                       profile_key=self.trace.model)
+                       profile_key=self.trace.model, priority=self.trace.priority)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ class TraceJob:
     arrival: float
     iterations: int
     gpus: int
+    # Slurm's priority where a history recorded it (higher starts first under the
+    # ``slurm`` policy); 0 in generated and CSV traces.
+    priority: int = 0
 
 
 def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> list[TraceJob]:

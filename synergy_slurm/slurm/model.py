@@ -66,6 +66,7 @@ class SlurmJob:
     het_job_id: int | None = None
     time_limit_s: int | None = None
     eligible_time: int = 0
+    reservation: str = ""     # the reservation it runs in (--reservation), "" for none
 
     @property
     def home_partition(self) -> str:
@@ -90,7 +91,8 @@ class SlurmJob:
     @property
     def gpu_request(self) -> GpuRequest:
         return GpuRequest(self.gpus_per_job, self.gpus_per_node, self.gpus_per_task,
-                          self.gpus_per_socket, self.num_nodes, self.het_job_id is not None)
+                          self.gpus_per_socket, self.num_nodes, self.het_job_id is not None,
+                          bool(self.reservation))
 
     @property
     def pending_array(self) -> bool:
@@ -123,6 +125,7 @@ class SlurmNode:
     state: str = ""
     partitions: tuple[str, ...] = ()
     gpu_type: str | None = None     # "a100" for Gres=gpu:a100:4; None for untyped GPUs
+    reservation: str = ""           # the active reservation it is in (23.02+ shows it)
 
     @property
     def usable(self) -> bool:
@@ -131,6 +134,12 @@ class SlurmNode:
                "maint", "reboot", "power")
         s = self.state.lower()
         return not any(b in s for b in bad)
+
+    @property
+    def reserved(self) -> bool:
+        """In an active reservation (state flag RESERVED, or a reservation named): only
+        jobs that ask for the reservation run there."""
+        return bool(self.reservation) or "reserved" in self.state.lower()
 
 
 @dataclass(frozen=True)

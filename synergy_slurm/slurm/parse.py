@@ -282,6 +282,7 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
         het_job_id=het_id,
         time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
         eligible_time=num(rec.get("eligible_time"), 0) or 0,
+        reservation=text(rec.get("resv_name")),
     )
 
 
@@ -400,7 +401,8 @@ def parse_node(rec: Mapping[str, Any]) -> SlurmNode:
                      alloc_mem_mb=num(rec.get("alloc_memory"), 0) or 0,
                      alloc_gpus=used_gpus, state=state_txt.lower(),
                      partitions=tuple(text(p) for p in parts),
-                     gpu_type=gres[1] if gres else None)
+                     gpu_type=gres[1] if gres else None,
+                     reservation=text(rec.get("reservation")))
 
 
 # -- partitions (scontrol show partition -o) ----------------------------------------------

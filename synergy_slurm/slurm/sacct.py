@@ -22,6 +22,9 @@ from .parse import ParseError, expand_hostlist, num, text
 # ``sacct -a -X -P -o <TEXT_FIELDS>``: what the text form must carry, in this order.
 TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment", "State",
                "Submit", "Eligible", "Start", "End", "AllocTRES", "ReqTRES", "NodeList", "QOS")
+# The same with Slurm's priority last: what synergy asks sacct for. Text with a header line
+# may have either list; text without one has TEXT_FIELDS.
+PRIORITY_FIELDS = (*TEXT_FIELDS, "Priority")
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
 _MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
@@ -50,6 +53,9 @@ class HistoryJob:
     gpu_type: str | None = None
     nodes: tuple[str, ...] = ()
     qos: str = ""
+    # The priority Slurm recorded for it (0: not recorded); the replay starts jobs in this
+    # order, as Slurm's multifactor priority did.
+    priority: int = 0
 
     @property
     def started(self) -> bool:
@@ -119,7 +125,13 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     return _job(job_id, text(rec.get("user")), text(rec.get("account")),
                 text(rec.get("partition")), text(rec.get("name")), text(comment),
                 text(current).split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
-                used, nodes, text(rec.get("qos")))
+                used, nodes, text(rec.get("qos")), _priority(rec.get("priority")))
+
+
+def _priority(value: Any) -> int:
+    """sacct's priority: a number (22.05) or {"set", "infinite", "number"}; 0 if unset."""
+    p = num(value, 0) or 0
+    return p if 0 < p < 2 ** 32 - 2 else 0
 
 
 def _tres_json(items: Any) -> dict[str, float]:
@@ -142,19 +154,22 @@ def _tres_json(items: Any) -> dict[str, float]:
 
 # -- text --------------------------------------------------------------------------------
 def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
-    """``sacct -a -X -P -o JobIDRaw,...`` (:data:`TEXT_FIELDS`), with or without its header
-    line (``-n``)."""
+    """``sacct -a -X -P -o JobIDRaw,...`` (:data:`PRIORITY_FIELDS` or :data:`TEXT_FIELDS`,
+    told by the header line), or :data:`TEXT_FIELDS` without a header (``-n``)."""
     out: list[HistoryJob] = []
     skipped: list[Skipped] = []
-    n = len(TEXT_FIELDS)
+    fields = TEXT_FIELDS
+    n = len(fields)
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         f = line.split("|")
         if not out and not skipped and not f[0][:1].isdigit():
-            if f[:n] != list(TEXT_FIELDS):   # a header line, of another field list
+            if f not in (list(TEXT_FIELDS), list(PRIORITY_FIELDS)):
                 raise ParseError(f"sacct text has fields {','.join(f)[:200]}; expected "
-                                 f"-o {','.join(TEXT_FIELDS)}")
+                                 f"-o {','.join(PRIORITY_FIELDS)}")
+            fields = tuple(f)
+            n = len(fields)
             continue
         # A comment may itself hold '|': the fields after it are counted from the end.
         if len(f) > n:
@@ -163,7 +178,7 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
             skipped.append(Skipped(f"line {lineno}", f"{len(f)} fields, expected {n}"))
             continue
         try:
-            out.append(_job_from_text(dict(zip(TEXT_FIELDS, f, strict=True))))
+            out.append(_job_from_text(dict(zip(fields, f, strict=True))))
         except ValueError as exc:
             skipped.append(Skipped(f"line {lineno} (job {f[0]})", str(exc)))
     return out, skipped
@@ -180,7 +195,16 @@ def _job_from_text(r: dict[str, str]) -> HistoryJob:
     return _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
                 r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
                 _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
-                r["NodeList"], r["QOS"])
+                r["NodeList"], r["QOS"], _text_priority(r.get("Priority", "")))
+
+
+def _text_priority(value: str) -> int:
+    v = value.strip()
+    if v in ("", "0"):
+        return 0
+    if not v.isdigit():
+        raise ValueError(f"priority {v!r} is not a number")
+    return _priority(int(v))
 
 
 def _time(value: str) -> float | None:
@@ -218,7 +242,7 @@ def _tres_text(value: str) -> dict[str, float]:
 # -- both --------------------------------------------------------------------------------
 def _job(job_id: int, user: str, account: str, partition: str, name: str, comment: str,
          state: str, submit: float, eligible: float, start: float | None, end: float | None,
-         tres: dict[str, float], nodes: str, qos: str) -> HistoryJob:
+         tres: dict[str, float], nodes: str, qos: str, priority: int = 0) -> HistoryJob:
     if nodes.strip() in ("None assigned", "None"):
         # Never ran (e.g. cancelled while pending): Slurm records start = end = the cancel.
         start = end = None
@@ -239,4 +263,4 @@ def _job(job_id: int, user: str, account: str, partition: str, name: str, commen
                       None if start is None else float(start),
                       None if end is None else float(end), gpus, int(tres.get("cpu", 0)),
                       float(tres.get("mem", 0.0)), typed[0] if len(typed) == 1 else None,
-                      names, qos)
+                      names, qos, priority)

@@ -137,7 +137,7 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
         # profile's iteration that long), so whole iterations per round lose nothing.
         iterations = round(work / WORK_UNIT_S)
         out.trace.append(TraceJob(job.job_id, model, job.eligible - t0, max(1, iterations),
-                                  job.gpus))
+                                  job.gpus, job.priority))
         out.jobs[job.job_id] = job
         out.source[job.job_id] = how
     return out

@@ -4,7 +4,8 @@ The proportional run is what happened (every job at its GPU-proportional share, 
 in order as resources free up); comparing it with the history's own waits, JCTs and
 makespan tells how far the replay can be trusted, and that error is reported first. The
 synergy run is the prediction. Both run non-preemptively (a running job keeps its shape,
-as the controller keeps it), on the same cluster and background, in the same order.
+as the controller keeps it), on the same cluster and background, in the same order:
+Slurm's, by the priority each job had (``sacct``'s Priority), where the history has them.
 """
 
 from __future__ import annotations
@@ -93,14 +94,22 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
               for jid, j in replay.jobs.items()}
     trace = sorted(replay.trace, key=lambda t: (t.arrival, t.job_id))
     profiles = replay_profiles(profiles, cluster.fair)
+    policy = replay_policy(replay)
     results = {}
     for name, alloc in (("proportional", "proportional"), ("synergy", allocator)):
-        cfg = SimConfig(cluster, policy="fifo", allocator=alloc, round_s=round_s,
+        cfg = SimConfig(cluster, policy=policy, allocator=alloc, round_s=round_s,
                         restart_cost_s=restart_cost_s, preemptive=False,
                         background=tuple(replay.background))
         cb = (lambda now, _done, n=name: on_round(n, now)) if on_round else None
         results[name] = simulate(trace, profiles, cfg, on_round=cb)
     return Outcome(actual, results["proportional"], results["synergy"])
+
+
+def replay_policy(replay: Replay) -> str:
+    """``slurm`` (the priorities the history recorded, ties by arrival) where every job
+    has one, else ``fifo`` (arrival order): a history with only some priorities, or none,
+    cannot be ordered by them."""
+    return "slurm" if replay.trace and all(t.priority > 0 for t in replay.trace) else "fifo"
 
 
 def utilisation(result: SimResult) -> dict[str, float]:

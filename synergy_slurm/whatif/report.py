@@ -31,6 +31,7 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, source: str,
                     "proportional_share": {"cpus_per_gpu": cluster.fair.cpus,
                                            "mem_gb_per_gpu": cluster.fair.mem_gb}},
         "replayed": len(replay.trace),
+        "order": outcome.proportional.config.policy,
         "profiles": dict(sorted(Counter(replay.source.values()).items())),
         "left_out": dict(sorted(replay.left_out.items())),
         "notes": dict(sorted(replay.notes.items())),
@@ -56,7 +57,10 @@ def as_text(doc: dict) -> str:
              f"{c['mem_gb']:g} GB; proportional share "
              f"{c['proportional_share']['cpus_per_gpu']} cores + "
              f"{c['proportional_share']['mem_gb_per_gpu']:g} GB per GPU",
-             "profiles: " + ", ".join(f"{n} {k}" for k, n in doc["profiles"].items())]
+             "profiles: " + ", ".join(f"{n} {k}" for k, n in doc["profiles"].items()),
+             "order: " + ("Slurm's, by the priority sacct recorded for each job"
+                          if doc["order"] == "slurm" else "arrival (the history has no "
+                          "priority for every job)")]
     if doc["profiles"].get("unknown"):
         lines.append("  (unknown jobs run proportional in both replays: synergy changes "
                      "nothing for them)")

@@ -17,11 +17,12 @@ from click.testing import CliRunner
 from synergy_slurm import devcluster
 from synergy_slurm.cli.main import main
 from synergy_slurm.controller.daemon import Controller, RoundFailed
+from synergy_slurm.controller.observe import pools
 from synergy_slurm.hook.table import TABLE_NAME, HookTable
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..slurm.helpers import submit, wait_file, wait_for
+from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
 from .conftest import load
 
 pytestmark = pytest.mark.slurm
@@ -246,3 +247,39 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     # Nothing more to lower: the next round leaves it.
     res = Controller(load(env)).run_round()
     assert not [a for a in res.actions if a.kind == "shrink-memory"]
+
+
+def test_reserved_nodes_are_not_planned_and_jobs_in_a_reservation_are_left_alone(env):
+    """A node in an active reservation runs only the reservation's jobs: the controller
+    leaves it out of its pools (it would plan jobs into cores they cannot have), and a
+    job that asks for the reservation is neither held nor shaped by the hook nor managed
+    by the controller (the same rule: vocabulary.not_reshaped)."""
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    cli.run("scontrol", ["create", "reservation", "ReservationName=synergy-t", "Nodes=n1",
+                         "Users=root", "StartTime=now", "Duration=10", "Flags=IGNORE_JOBS"])
+    try:
+        # slurmctld marks the nodes of a reservation that started (RESERVED) on its next
+        # periodic pass, seconds later.
+        deadline = time.monotonic() + 30
+        while True:
+            snap = SlurmReader(cli).snapshot()
+            if any(n.reserved for n in snap.nodes) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert [n.name for n in snap.nodes if n.reserved] == ["n1"]
+        [pool] = pools(snap, load(env))
+        assert [s.name for s in pool.cluster.servers] == ["n2", "n3", "n4"]
+        out = tmp / "resv.out"
+        jid = submit(cli, REPORT, "--gpus=1", "--reservation=synergy-t",
+                     "--comment=synergy:profile=alexnet", "-o", str(out), tmp=tmp)
+        fields = SlurmReader(cli).job_fields(jid)
+        assert "synergy" not in fields.get("AdminComment", "")
+        res = Controller(load(env)).run_round()
+        assert res.skipped[jid] == "jobs in a reservation are not reshaped"
+        assert not [a for a in res.actions if a.job_id == jid]
+        done = wait_for(cli, jid, {"COMPLETED"})
+        assert done.get("NodeList") == "n1" and "cpus=3" in out.read_text()
+    finally:
+        cancel_all(cli)
+        cli.run("scontrol", ["delete", "ReservationName=synergy-t"])

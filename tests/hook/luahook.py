@@ -36,6 +36,8 @@ def job_desc(sub: Submission) -> dict[str, str]:
     # As slurmctld passes them: NO_VAL when not given.
     d["min_nodes"] = str(sub.min_nodes) if sub.min_nodes > 1 else "4294967294"
     d["het_job_offset"] = "0" if sub.het else "4294967294"
+    if sub.reservation:
+        d["reservation"] = sub.reservation
     return d
 
 

@@ -22,7 +22,10 @@ def test_python_rules_and_lua_agree(tmp_path):
                                 "alexnet": (12, 125000)},
                       hold_unknown=True, hold_known=False)
     table.write(tmp_path / TABLE_NAME)
-    sets = option_sets(400)
+    # Jobs in a reservation (not in the generator: the real-Slurm parity run has none).
+    in_resv = [["--gpus=1", "--reservation=r1", "--comment=synergy:profile=res18"],
+               ["--gres=gpu:2", "--reservation=r1"]]
+    sets = option_sets(400) + in_resv
     subs = [submission_from_args(opts, uid=1000) for opts in sets]
     results, _ = run_lua(tmp_path, [(1000, job_desc(s)) for s in subs])
     assert len(results) == len(subs)
@@ -37,3 +40,7 @@ def test_python_rules_and_lua_agree(tmp_path):
         managed += d.managed
         shaped += d.cpus_per_gpu is not None
     assert managed > 100 and shaped > 50   # the generator exercises every branch
+    for sub, lua in zip(subs[-len(in_resv):], results[-len(in_resv):], strict=True):
+        assert decide(table, sub, now).reason == \
+            "not reshaped: jobs in a reservation are not reshaped"
+        assert lua.admin_comment == "" and lua.priority == ""

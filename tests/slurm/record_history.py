@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from synergy_slurm.slurm.sacct import TEXT_FIELDS
+from synergy_slurm.slurm.sacct import PRIORITY_FIELDS
 
 OUT = Path(__file__).resolve().parent / "fixtures"
 
@@ -65,7 +65,7 @@ def main() -> None:
     version = (meta.get("Slurm") or meta.get("slurm"))["release"]
     (OUT / f"sacct_{version}.json").write_text(raw)
     (OUT / f"sacct_{version}.txt").write_text(
-        sh("sacct", "-a", "-X", "-D", "-P", "-o", ",".join(TEXT_FIELDS), "-S", start))
+        sh("sacct", "-a", "-X", "-D", "-P", "-o", ",".join(PRIORITY_FIELDS), "-S", start))
     sh("scancel", running)
     print(f"recorded Slurm {version}'s history in {OUT}")
 

@@ -109,6 +109,37 @@ def test_lowering_a_running_jobs_memory(slurm_cli, tmp_path, release):
         slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=30000"])
 
 
+def test_job_modify_sees_the_controllers_own_updates(slurm_cluster, slurm_cli, tmp_path,
+                                                     release):
+    """job_submit.lua's ``slurm_job_modify`` runs for every ``scontrol update``, the
+    controller's own (as root) included: a site's job_modify that rejects or rewrites
+    updates would act on synergy's shaping too (the project's hook passes them through).
+    The test hook logs each call; job_submit/lua reloads a script whose mtime changed."""
+    script = slurm_cluster.etc / "job_submit.lua"
+    original = script.read_text()
+    marker = f"synergy-fact-{time.time_ns()}"
+    logged = original.replace(
+        "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)",
+        "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)\n"
+        f'    slurm.log_info("{marker} job=%d uid=%d", job_rec.job_id, modify_uid)', 1)
+    assert logged != original
+    log_file = slurm_cluster.state_dir / "log" / "slurmctld.log"
+    try:
+        script.write_text(logged)
+        jid = submit(slurm_cli, "true", "-H", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
+        slurm_cli.run("scontrol", ["update", f"JobId={jid}", "CpusPerTres=gres:gpu:4",
+                                   "TresPerJob=gres:gpu:1", "NumCPUs=4"])
+        deadline = time.monotonic() + 10
+        seen = False
+        while not seen and time.monotonic() < deadline:
+            seen = f"{marker} job={jid} uid=0" in log_file.read_text(errors="replace")
+            time.sleep(0.2)
+    finally:
+        time.sleep(1.1)   # the plugin compares mtimes in whole seconds
+        script.write_text(original)
+    expect({"22.05": True, "24.11": True, "26.05": True}, release, seen)
+
+
 def test_requeue_into_a_new_shape_and_its_wall_cost(slurm_cli, tmp_path, release):
     """requeuehold, update, release: the job runs again with the new shape; the time it
     takes is the restart cost the controller and the simulator charge (printed)."""

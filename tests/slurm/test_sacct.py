@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from synergy_slurm.slurm.parse import ParseError
-from synergy_slurm.slurm.sacct import TEXT_FIELDS, parse_history
+from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, TEXT_FIELDS, parse_history
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RELEASES = ("22.05.8", "26.05.5")
@@ -60,7 +61,22 @@ def test_json_and_text_agree(release):
     a, _ = load(release, "json")
     b, _ = load(release, "txt")
     key = lambda j: (j.job_id, j.submit)   # noqa: E731
-    assert sorted(a, key=key) == sorted(b, key=key)
+    # The recorded text has no Priority column (TEXT_FIELDS); the JSON always has it.
+    assert all(j.priority > 0 for j in a) and all(j.priority == 0 for j in b)
+    assert sorted((replace(j, priority=0) for j in a), key=key) == sorted(b, key=key)
+
+
+def test_the_priority_column_is_read_where_the_header_names_it():
+    lines = (FIXTURES / "sacct_26.05.5.txt").read_text().splitlines()
+    assert lines[0] == "|".join(TEXT_FIELDS)
+    with_priority = ["|".join(PRIORITY_FIELDS)] + [
+        f"{line}|{1000 + i}" for i, line in enumerate(lines[1:]) if line]
+    jobs, skipped = parse_history("\n".join(with_priority))
+    assert skipped == [] and sorted(j.priority for j in jobs) == \
+        list(range(1000, 1000 + len(jobs)))
+    bad = [*with_priority[:2], with_priority[2].rsplit("|", 1)[0] + "|high"]
+    jobs, skipped = parse_history("\n".join(bad))
+    assert len(jobs) == 1 and "priority 'high' is not a number" in skipped[0].reason
 
 
 def test_bad_json_records_are_skipped_with_reasons():

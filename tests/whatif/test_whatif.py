@@ -4,6 +4,7 @@ why, the report's parts, and bad exports that give counts and reasons, not trace
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,11 @@ T = 1_800_000_000.0
 
 
 def hjob(jid, start=0.0, end=3600.0, gpus=1, cpus=3, mem=62_500.0, name="train",
-         comment="", account="lab-a", state="COMPLETED", nodes=("n1",)) -> HistoryJob:
+         comment="", account="lab-a", state="COMPLETED", nodes=("n1",),
+         priority=0) -> HistoryJob:
     return HistoryJob(jid, "alice", account, "gpu", name, comment, state, T, T,
                       None if start is None else T + start, None if end is None else T + end,
-                      gpus, cpus, mem, None, nodes, "normal")
+                      gpus, cpus, mem, None, nodes, "normal", priority)
 
 
 def test_the_recorded_history_becomes_a_replay(paper_profiles):
@@ -60,6 +62,27 @@ def test_the_replay_loses_no_work_to_whole_iterations(paper_profiles):
     times = out.times("proportional")
     assert times[1].end - times[1].start == pytest.approx(3600, abs=2)
     assert times[2].end - times[2].start == pytest.approx(3600, abs=2)
+
+
+def test_the_replay_starts_jobs_in_the_order_slurm_gave_them(paper_profiles):
+    """Two 8-GPU jobs eligible at once on one 8-GPU server: Slurm ran job 2 first (its
+    fair-share priority was higher); the replay does too, in both runs. Without a priority
+    for every job the replay falls back to arrival order (job 1 first)."""
+    history = [hjob(1, start=3600.0, end=7200.0, gpus=8, cpus=24, mem=500_000,
+                    priority=100),
+               hjob(2, start=0.0, end=3600.0, gpus=8, cpus=24, mem=500_000, priority=900)]
+    cluster = ClusterState.uniform(1)
+    out = run(build_replay(history, paper_profiles, FAIR, ["s0"]), paper_profiles, cluster,
+              "tune", round_s=60.0)
+    assert out.proportional.config.policy == "slurm"
+    for which in ("proportional", "synergy"):
+        t = out.times(which)
+        assert t[2].start < t[1].start, which
+    unordered = [replace(history[0], priority=0), history[1]]
+    out = run(build_replay(unordered, paper_profiles, FAIR, ["s0"]), paper_profiles,
+              cluster, "tune", round_s=60.0)
+    t = out.times("proportional")
+    assert out.proportional.config.policy == "fifo" and t[1].start < t[2].start
 
 
 def test_rules_then_assumed_mix_then_unknown(paper_profiles):
