@@ -6,12 +6,14 @@ import csv
 import io
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState
 from ..core.ledger import PLACEMENTS
+from ..core.usage import UsageRule
 from ..sim.engine import SimConfig
 from ..sim.metrics import summary_row
 from ..sim.report import write_results
@@ -91,6 +93,13 @@ def _numbers(value: str, what: str) -> list[float]:
               help="With --no-preempt: lower a running job's memory to what its profile "
               "needs, in place, so pending jobs can use the rest (the controller's "
               "behaviour on Slurm 26.05, which can lower a running job's memory).")
+@click.option("--mislabel", metavar="SHARE[:KEY]",
+              help="Mislabelled jobs: this share of users (of 20) label every job with KEY "
+              "(default alexnet, the hungriest) whatever it really is; planned by KEY's "
+              "profile, they run as what they are.")
+@click.option("--closed-loop", is_flag=True,
+              help="Watch what running jobs use and cap a user's key whose jobs use far "
+              "less than they get (the controller's [usage] loop, with its defaults).")
 @click.option("--placement", type=click.Choice(PLACEMENTS), default=None,
               help="How a job's GPUs are chosen: 'fullest' (whole on the fullest server "
               "where it fits, else spread) or 'first-free' (the reference simulator's: the "
@@ -112,8 +121,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                  cluster_file, servers,
                  gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
                  profiles_path, static, round_seconds, restart_cost, reference_speedups,
-                 no_preempt, requeue_budget, requeue_interval, shrink_memory, placement,
-                 opt_time_limit,
+                 no_preempt, requeue_budget, requeue_interval, shrink_memory, mislabel,
+                 closed_loop, placement, opt_time_limit,
                  workers, fmt, out, record_trace, progress) -> None:
     """Simulate Synergy's rounds over a trace and compare schedulers.
 
@@ -167,6 +176,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                                      param_hint="--jobs")
         workload = Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
                             static=static, count=count)
+    if mislabel:
+        workload = replace(workload, mislabel=_mislabel(mislabel, profiles))
     site = cluster_option_value(cluster_file)
     if site is not None:
         cluster = site.cluster_state()
@@ -181,7 +192,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                          opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
                          requeue_budget=requeue_budget if no_preempt else 0,
                          requeue_interval_s=requeue_interval, placement=placement,
-                         shrink_memory=shrink_memory)
+                         shrink_memory=shrink_memory,
+                         usage=UsageRule() if closed_loop else None)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)
@@ -225,6 +237,20 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         write_trace(record_trace, jobs)
         click.echo(f"wrote {record_trace} ({len(jobs)} jobs)", err=True)
     _print(rows, fmt)
+
+
+def _mislabel(text: str, profiles) -> tuple[float, str]:
+    share, _, key = text.partition(":")
+    key = key or "alexnet"
+    try:
+        value = float(share)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise click.BadParameter(f"{share!r}: a share between 0 and 1", param_hint="--mislabel")
+    if key not in profiles:
+        raise click.BadParameter(f"no profile {key!r}", param_hint="--mislabel")
+    return value, key
 
 
 def _gpu_counts(workload: Workload) -> list[int]:

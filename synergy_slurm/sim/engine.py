@@ -36,6 +36,7 @@ from ..core import (
     plan_round,
 )
 from ..core.allocators.tune_ref import reference_speedup
+from ..core.usage import UsageRule, UsageSample, busy_share, judge
 from .trace import TraceJob
 
 _NO_REQUEUE = RequeueRule()
@@ -80,6 +81,10 @@ class SimConfig:
     # Resources held at given times whatever the scheduler does (a history's jobs without
     # GPUs, which synergy never moves): each reserved on its server while it runs.
     background: tuple[Occupancy, ...] = ()
+    # The closed loop (core.usage): each round, running jobs' use is sampled and a user's
+    # key whose jobs use far less than they are given is capped for that user's later
+    # jobs. None: profiles are trusted.
+    usage: UsageRule | None = None
 
     def __post_init__(self) -> None:
         if self.round_s <= 0:
@@ -92,8 +97,9 @@ class SimConfig:
 class _Job:
     trace: TraceJob
     profile: Profile | None   # None: unknown, always proportional (a history's jobs)
-    iter_s: float          # seconds per iteration where the profile's throughput is 1.0
-    prop_tput: float       # the profile's throughput at the cluster's proportional share
+    iter_s: float          # seconds per iteration where the true profile's throughput is 1.0
+    prop_tput: float       # the true profile's throughput at the cluster's proportional share
+    true: Profile | None = None   # a mislabelled job's own profile (None: ``profile``)
     done: int = 0
     attained_s: float = 0.0
     start: float | None = None
@@ -104,13 +110,15 @@ class _Job:
     restart_debt: float = 0.0   # restart time not yet paid (a cost longer than a round)
     restarts: int = 0
 
-    def spec(self) -> JobSpec:
+    def spec(self, caps: Mapping[tuple[str, str], PerGpu] | None = None) -> JobSpec:
         it = self.iter_s / self.prop_tput
         total = self.trace.iterations
+        cap = caps.get((self.trace.model, self.trace.user)) if caps else None
         return JobSpec(self.trace.job_id, self.trace.gpus, submitted=self.trace.arrival,
                        duration_s=total * it, remaining_s=(total - self.done) * it,
                        attained_s=self.attained_s, profile=self.profile,
-                       profile_key=self.trace.model, priority=self.trace.priority)
+                       profile_key=self.trace.model, user=self.trace.user,
+                       priority=self.trace.priority, limit=cap)
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,7 @@ def event_driven(config: SimConfig) -> bool:
     """Whether a running job's shape is fixed from start to end in this configuration."""
     grows = config.requeue_budget > 0 and config.allocator != "proportional"
     return (not config.preemptive and not grows and not config.shrink_memory
-            and not config.reference_speedups)
+            and not config.reference_speedups and config.usage is None)
 
 
 def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
@@ -188,6 +196,8 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     rounds = 0
     util: list[tuple[float, float, float, float]] = []
     background = _Background(cluster, config.background) if config.background else None
+    samples: dict[int, UsageSample] = {}
+    caps: dict[tuple[str, str], PerGpu] = {}
     while rounds < max_rounds:
         upcoming = _arrive(upcoming, arrivals, now, profiles, fair, active, seen)
         if window_left == 0 or (not active and upcoming is None):
@@ -198,12 +208,12 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
             continue
         here = background.at(now) if background else cluster
         if config.preemptive:
-            allocations = list(plan_round([j.spec() for j in active.values()], (), here,
+            allocations = list(plan_round([j.spec(caps) for j in active.values()], (), here,
                                           policy, allocator, _NO_REQUEUE, {}, now
                                           ).plan.allocations)
         else:
             allocations = _keep_running(active, here, policy, allocator, requeue, now,
-                                        config.shrink_memory)
+                                        config.shrink_memory, caps)
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
@@ -240,6 +250,10 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
             if job_id not in running:
                 job.shape = None
                 job.alloc = None
+        if config.usage is not None:
+            _watch(allocations, {j.trace.job_id: j for j in seen}, fair, now + rnd, samples)
+            caps = {k: v.cap for k, v in judge(samples.values(), fair, config.usage).items()
+                    if v.cap is not None}
         util.append((now, used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb))
         rounds += 1
         now += rnd
@@ -365,8 +379,10 @@ def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
     unknown."""
     while upcoming is not None and upcoming.arrival <= now:
         prof = profiles[upcoming.model] if upcoming.model else None
-        job = _Job(upcoming, prof, iter_seconds(prof) if prof else UNKNOWN_ITER_S,
-                   prof.at(fair.cpus, fair.mem_gb) if prof else 1.0)
+        true = profiles[upcoming.true_model] if upcoming.true_model else prof
+        job = _Job(upcoming, prof, iter_seconds(true) if true else UNKNOWN_ITER_S,
+                   true.at(fair.cpus, fair.mem_gb) if true else 1.0,
+                   true if true is not prof else None)
         into[upcoming.job_id] = job
         seen.append(job)
         last = upcoming.arrival
@@ -378,7 +394,8 @@ def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
 
 def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy,
                   allocator: Allocator, rule: RequeueRule, now: float,
-                  shrink: bool = False) -> list[Allocation]:
+                  shrink: bool = False,
+                  caps: Mapping[tuple[str, str], PerGpu] | None = None) -> list[Allocation]:
     """The controller's model: running jobs keep their allocation (``shrink``: less the
     memory their profiles do not need, no restart), waiting jobs are planned into what is
     left, and running jobs are requeued into idle resources when it pays."""
@@ -386,9 +403,9 @@ def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy
     held = ClusterState(cluster.servers, fair_share=cluster.fair, reserved=cluster.reserved + tuple(
         (name, a.share.times(n)) for a in kept for name, n in a.placement))
     # Running jobs are offered idle resources only when requeues may happen at all.
-    running = [(j.spec(), j.alloc) for j in active.values()
+    running = [(j.spec(caps), j.alloc) for j in active.values()
                if j.alloc is not None] if rule.budget and allocator.grows_running else []
-    waiting = [j.spec() for j in active.values() if j.alloc is None]
+    waiting = [j.spec(caps) for j in active.values() if j.alloc is None]
     last = {j.trace.job_id: j.requeued_at for j in active.values()}
     shrinkable = [(j.spec(), j.alloc) for j in active.values()
                   if j.alloc is not None and j.profile is not None] if shrink else []
@@ -406,6 +423,21 @@ def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy
         job.requeued_at = now
     return [j.alloc for j in active.values() if j.alloc is not None] + list(
         rp.plan.allocations)
+
+
+def _watch(allocations: list[Allocation], jobs: Mapping[int, _Job], fair: PerGpu,
+           now: float, samples: dict[int, UsageSample]) -> None:
+    """Sample each running job's use at the end of the round: what its true profile keeps
+    busy of its share (core.usage.busy_share), over the time it has run."""
+    for alloc in allocations:
+        job = jobs[alloc.job_id]
+        real = job.true or job.profile
+        if real is None or job.start is None:
+            continue
+        busy = busy_share(real, alloc.share, fair)
+        samples[alloc.job_id] = UsageSample(alloc.job_id, job.trace.model, job.trace.user,
+                                            alloc.share, float(busy.cpus), busy.mem_gb,
+                                            now - job.start)
 
 
 class _Background:
@@ -454,4 +486,6 @@ def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool
             return prop_iter / reference_speedup(job.spec(), fair, servers)
         at_ideal = alloc.how == "ideal" or (ideal is not None and ideal.within(alloc.share))
         return prop_iter / (alloc.speedup if at_ideal else 1.0)
+    if job.true is not None:   # mislabelled: it runs as what it is, not as planned
+        return prop_iter / job.true.speedup(alloc.share, fair)
     return prop_iter / alloc.speedup

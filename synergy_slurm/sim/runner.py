@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from ..core import Profile
 from .engine import SimConfig, SimResult, simulate
-from .trace import TraceJob, philly_jobs
+from .trace import TraceJob, mislabel, philly_jobs
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class Workload:
     seed: int = 0
     static: bool = False
     count: int = 6000
+    # A share of users who label every job with this key whatever it is (sim.trace.mislabel)
+    mislabel: tuple[float, str] | None = None
 
     def stream(self, profiles: Mapping[str, Profile], load: float | None) -> Iterable[TraceJob]:
         if self.jobs is not None:
@@ -32,6 +34,8 @@ class Workload:
                 philly_jobs(profiles, load, self.split, self.multi_gpu, self.seed), self.count)
         if self.static:
             jobs = (replace(j, arrival=0.0) for j in jobs)
+        if self.mislabel is not None:
+            jobs = mislabel(jobs, self.mislabel[0], self.mislabel[1], seed=self.seed)
         return jobs
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import csv
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import Profile
@@ -36,6 +36,11 @@ class TraceJob:
     # Slurm's priority where a history recorded it (higher starts first under the
     # ``slurm`` policy); 0 in generated and CSV traces.
     priority: int = 0
+    # Who submitted it ("" where the trace does not say) and, for a mislabelled job (its
+    # key is not its own), the model it really is: it is planned by ``model``'s profile
+    # but runs, and uses cores and memory, as ``true_model``.
+    user: str = ""
+    true_model: str = ""
 
 
 def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> list[TraceJob]:
@@ -118,3 +123,21 @@ def philly_jobs(profiles: Mapping[str, Profile], jobs_per_hour: float,
         yield TraceJob(job_id, model, arrival, iterations, gpus)
         job_id += 1
         arrival += math.ceil(-math.log(1 - rng.random()) / jobs_per_hour * 3600)
+
+
+def mislabel(trace: Iterable[TraceJob], share: float, as_key: str, users: int = 20,
+             seed: int = 0) -> Iterator[TraceJob]:
+    """``trace`` with its jobs spread over ``users`` users (``u0``..), and every job of the
+    first ``share`` of them labelled ``as_key`` whatever it really is: users who name a
+    CPU-hungry profile for jobs that are not (by mistake, or to get more cores). A job
+    that really is ``as_key`` stays honest."""
+    if not 0 <= share <= 1:
+        raise ValueError("the mislabelled share must be between 0 and 1")
+    rng = random.Random(seed)
+    liars = round(share * users)
+    for job in trace:
+        u = rng.randrange(users)
+        if u < liars and job.model != as_key:
+            yield replace(job, model=as_key, true_model=job.model, user=f"u{u}")
+        else:
+            yield replace(job, user=f"u{u}")

@@ -13,9 +13,10 @@ from synergy_slurm.core import (
     get_allocator,
     get_policy,
 )
+from synergy_slurm.core.usage import UsageRule
 from synergy_slurm.sim.engine import SimConfig, _Job, _keep_running, simulate
 from synergy_slurm.sim.metrics import jct_stats
-from synergy_slurm.sim.trace import TraceJob
+from synergy_slurm.sim.trace import TraceJob, mislabel
 
 ONE_GPU = ClusterState.uniform(1, gpus=1, cpus=3, mem_gb=62.5)
 
@@ -155,3 +156,30 @@ def test_the_controller_model_lowers_running_memory_in_place_when_asked():
             assert running.shape == (held.share, held.placement)   # not a restart
         else:
             assert held.share == PerGpu(3, 125.0)
+
+
+def test_the_closed_loop_caps_a_users_mislabelled_key(paper_profiles):
+    # gnmt jobs (1 core is all they use) labelled alexnet (12 cores per GPU) by user u0:
+    # without the loop the second gets 12 cores too; with it, the first job's use caps
+    # the second at the proportional 6 (48 cores, 8 GPUs). An honest alexnet job of
+    # another user is not.
+    cl = ClusterState.uniform(1, gpus=8, cpus=48, mem_gb=500.0)
+    lies = list(mislabel([TraceJob(0, "gnmt", 0, 90_000, 1),
+                          TraceJob(1, "gnmt", 3600, 90_000, 1)], 1.0, "alexnet", users=1))
+    assert [(j.model, j.true_model, j.user) for j in lies] == [("alexnet", "gnmt", "u0")] * 2
+    honest = TraceJob(2, "alexnet", 3600, 90_000, 1, user="u1")
+    trace = [*lies, honest]
+
+    def cores_at(res, t):
+        row = next(r for r in res.utilisation if r[0] == t)
+        return round(row[2] * 48)
+
+    rule = UsageRule(min_observed_s=300)
+    off = simulate(trace, paper_profiles, SimConfig(cl, preemptive=False, round_s=300,
+                                                    usage=None))
+    on = simulate(trace, paper_profiles, SimConfig(cl, preemptive=False, round_s=300,
+                                                   usage=rule))
+    assert cores_at(off, 0) == cores_at(on, 0) == 12
+    assert cores_at(off, 3600) == 36 and cores_at(on, 3600) == 12 + 6 + 12
+    # Mislabelled jobs run as what they are: gnmt's speed, whatever they were given.
+    assert [j.finish for j in off.jobs][:1] == [j.finish for j in on.jobs][:1]
