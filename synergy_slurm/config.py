@@ -52,6 +52,15 @@ the key, so a typo never silently changes behaviour.
 
     [whatif]                            # synergy whatif: replaying the site's history
     rules = []                          # FIELD:REGEX=KEY, e.g. "name:^resnet=res50"
+
+    [usage]                             # the closed loop: what running jobs use (sstat)
+    enabled = true                      # needs job accounting (JobAcctGatherType)
+    every_rounds = 4                    # read sstat every N rounds
+    max_jobs = 200                      # at most this many running jobs per read
+    threshold = 0.3                     # used below this share of what was given: suspect
+    min_jobs = 1                        # a user's jobs of a key watched before judging
+    min_observed_s = 300                # each watched this long at least
+    headroom = 1.25                     # the cap: the most seen used, times this
 """
 
 from __future__ import annotations
@@ -239,6 +248,29 @@ class WhatifSection(_Checked):
 
 
 @dataclass(frozen=True)
+class UsageSection(_Checked):
+    enabled: bool = True
+    every_rounds: int = 4
+    max_jobs: int = 200
+    threshold: float = 0.3
+    min_jobs: int = 1
+    min_observed_s: float = 300.0
+    headroom: float = 1.25
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _range(out, "every_rounds", self.every_rounds, 1, 10000)
+        _range(out, "max_jobs", self.max_jobs, 1, 100000)
+        _range(out, "threshold", self.threshold, 0, 1, lo_open=True)
+        if self.threshold >= 1:
+            out.append(f"threshold = {self.threshold!r}: must be below 1")
+        _range(out, "min_jobs", self.min_jobs, 1, 1000)
+        _range(out, "min_observed_s", self.min_observed_s, 0, 30 * 86400)
+        _range(out, "headroom", self.headroom, 1, 100)
+        return out
+
+
+@dataclass(frozen=True)
 class Config:
     slurm: SlurmSection = field(default_factory=SlurmSection)
     hook: HookSection = field(default_factory=HookSection)
@@ -246,12 +278,13 @@ class Config:
     controller: ControllerSection = field(default_factory=ControllerSection)
     profiling: ProfilingSection = field(default_factory=ProfilingSection)
     whatif: WhatifSection = field(default_factory=WhatifSection)
+    usage: UsageSection = field(default_factory=UsageSection)
     path: str = ""
 
 
 SECTIONS = {"slurm": SlurmSection, "hook": HookSection, "profiles": ProfilesSection,
             "controller": ControllerSection, "profiling": ProfilingSection,
-            "whatif": WhatifSection}
+            "whatif": WhatifSection, "usage": UsageSection}
 
 
 def load_config(path: str | Path | None = None, missing_ok: bool = True) -> Config:

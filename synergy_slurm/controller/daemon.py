@@ -33,6 +33,7 @@ from ..core import (
     plan_round,
     usable_profiles,
 )
+from ..core.usage import capped_limit
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
@@ -63,6 +64,17 @@ from .metrics import Metrics
 from .observe import Pool, also_reserved, merged, pools
 from .requeue import holdings, requeue_actions, shrink_actions, shrinkable
 from .state import StateStore
+from .usage import (
+    Watched,
+    cap_text,
+    due,
+    pick,
+    record,
+    rule_of,
+    samples,
+    suspect_caps,
+    verdicts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +117,7 @@ class Controller:
         self.allocator = get_allocator(c.allocator)
         self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,
                                         c.requeue_budget)
+        self.usage_rule = rule_of(cfg.usage)
         self.optout = frozenset(cfg.hook.optout_users)
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
@@ -187,6 +200,7 @@ class Controller:
                                          f"not managed ({v.reason}): released as submitted",
                                          job.user))
         events = self._profile_unknown(rid, snap, managed, profiles, found, now)
+        self._watch_usage(rid, managed, found, now)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
         can_lower = self._lowers_pending()
@@ -232,6 +246,7 @@ class Controller:
             for gpu_type in sorted({j.gpu_type for j in in_pool}, key=lambda t: t or ""):
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
+        suspect = suspect_caps(self.state)
         for pool, gpu_type, mine in groups:
             cluster = also_reserved(pool.of_type(gpu_type), taken)
             if not cluster.servers:
@@ -245,7 +260,10 @@ class Controller:
             movable = [j for j in running if requeue_ok(j)]
             types = pool.types(gpu_type)
             specs = {j.job_id: replace(job_spec(j, now, profiles, types),
-                                       limit=caps.get(j.job_id)) for j in mine}
+                                       limit=capped_limit(caps.get(j.job_id),
+                                                          suspect.get((profile_key(j) or "",
+                                                                       j.user))))
+                     for j in mine}
             rule = replace(self.requeue_rule, budget=budget)
             lowerable = shrinkable([(j, specs[j.job_id]) for j in running],
                                    fair) if can_shrink else []
@@ -283,6 +301,39 @@ class Controller:
                      "known profiles start unheld, jobs planned smaller are lowered" if can
                      else "known profiles are held until shaped, scheduled jobs only raised")
         return can
+
+    def _watch_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
+                     now: float) -> None:
+        """The closed loop (:mod:`.usage`): every few rounds, read what running managed
+        jobs with a profile key use, judge each user's keys and mark the suspect ones. A
+        failure here is logged and counted, never the end of the round."""
+        if not due(self.cfg.usage, rid):
+            return
+        fairs = {p.partition: p.cluster.fair for p in found if p.cluster.servers}
+        watched = [Watched(j, key, fairs[j.home_partition]) for j in managed
+                   if j.running and (key := profile_key(j)) and j.home_partition in fairs]
+        watched = pick(watched, self.cfg.usage.max_jobs)
+        if not watched:
+            return
+        try:
+            used = self.reader.usage([w.job.job_id for w in watched])
+            rows = samples(watched, used, now)
+            self.state.note_usage(rows)
+            new = record(self.state, verdicts(self.state, self.usage_rule), now)
+        except Exception:
+            self.metrics.errors.labels("usage").inc()
+            log.exception("reading running jobs' use failed this round")
+            return
+        self.metrics.watched.set(len(rows))
+        for v in new:
+            self.metrics.suspects.inc()
+            log.warning("profile %s is suspect for user %s: %s; their later jobs with it get "
+                        "at most %s", v.key, v.user, v.why(), cap_text(v.cap))
+            self.audit.write(rid, self.mode, {
+                "job_id": None, "action": "suspect", "before": None,
+                "after": {"profile_key": v.key, "cap_cpus_per_gpu": v.cap.cpus,
+                          "cap_mem_gb_per_gpu": round(v.cap.mem_gb, 2)},
+                "reason": v.why()}, v.user, "marked")
 
     def _shrinks_running(self) -> bool:
         """Whether running jobs' memory is lowered in place this round: where this Slurm

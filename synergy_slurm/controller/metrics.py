@@ -21,6 +21,12 @@ class Metrics:
         self.planned = Gauge("synergy_planned_throughput",
                              "Sum of planned jobs' speedups (normalised throughput)",
                              registry=r)
+        self.suspects = Counter("synergy_suspect_keys",
+                                "Keys marked suspect for a user by the closed loop (their "
+                                "jobs used far less than they were given)", registry=r)
+        self.watched = Gauge("synergy_watched_jobs",
+                             "Running jobs whose use the closed loop read last time",
+                             registry=r)
         self.proportional = Gauge("synergy_proportional_throughput",
                                   "The same jobs at their proportional share", registry=r)
 

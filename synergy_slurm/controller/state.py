@@ -32,6 +32,14 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS profiling (
   key TEXT PRIMARY KEY, user TEXT, for_job INTEGER, slurm_job INTEGER, status TEXT,
   submitted REAL, finished REAL, cpu_s REAL, spool TEXT, note TEXT);
+CREATE TABLE IF NOT EXISTS usage (
+  job_id INTEGER PRIMARY KEY, key TEXT, user TEXT, granted_cpus INTEGER,
+  granted_mem_gb REAL, fair_cpus INTEGER, fair_mem_gb REAL, used_cpus REAL,
+  peak_mem_gb REAL, observed_s REAL, at REAL);
+CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
+CREATE TABLE IF NOT EXISTS suspects (
+  key TEXT, user TEXT, status TEXT, since REAL, cap_cpus INTEGER, cap_mem_gb REAL,
+  jobs INTEGER, cpu_use REAL, mem_use REAL, note TEXT, PRIMARY KEY (key, user));
 """
 
 
@@ -156,3 +164,45 @@ class StateStore:
         cur = self.db.execute("SELECT * FROM profiling ORDER BY submitted")
         names = [d[0] for d in cur.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
+
+    # -- the closed loop (controller/usage.py) --------------------------------------------
+    def note_usage(self, rows: Iterable[dict]) -> None:
+        """The latest use of running jobs (one row per job, replaced as it runs on)."""
+        self.db.executemany(
+            "INSERT OR REPLACE INTO usage VALUES (:job_id, :key, :user, :granted_cpus, "
+            ":granted_mem_gb, :fair_cpus, :fair_mem_gb, :used_cpus, :peak_mem_gb, "
+            ":observed_s, :at)", list(rows))
+
+    def usage(self, key: str | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM usage", ()
+        if key is not None:
+            sql, args = sql + " WHERE key = ?", (key,)
+        cur = self.db.execute(sql + " ORDER BY key, user, job_id", args)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def suspects(self, key: str | None = None) -> list[dict]:
+        if not has_table(self.db, "suspects"):
+            return []   # a state file of an older version, read-only
+        sql, args = "SELECT * FROM suspects", ()
+        if key is not None:
+            sql, args = sql + " WHERE key = ?", (key,)
+        cur = self.db.execute(sql + " ORDER BY key, user", args)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def mark_suspect(self, key: str, user: str, **fields) -> None:
+        cols = ["key", "user", *fields]
+        sets = ", ".join(f"{k} = excluded.{k}" for k in fields)
+        self.db.execute(f"INSERT INTO suspects ({', '.join(cols)}) VALUES "
+                        f"({', '.join('?' * len(cols))}) ON CONFLICT(key, user) DO UPDATE "
+                        f"SET {sets}", (key, user, *fields.values()))
+
+    def clear_suspect(self, key: str, user: str | None) -> int:
+        """Forget a mark and the use behind it (every user's for ``user`` None): the key
+        is trusted again until new use says otherwise. Returns the marks cleared."""
+        where, args = ("key = ?", (key,)) if user is None else \
+            ("key = ? AND user = ?", (key, user))
+        self.db.execute(f"DELETE FROM usage WHERE {where}", args)
+        return self.db.execute(f"DELETE FROM suspects WHERE {where}", args).rowcount
+

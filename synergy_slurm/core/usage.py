@@ -46,12 +46,14 @@ class UsageRule:
 @dataclass(frozen=True)
 class UsageSample:
     """One job's use so far: per GPU, the cores it kept busy on average and its peak
-    memory (GB), against what it was given, over ``observed_s`` seconds of running."""
+    memory (GB), against what it was given and its partition's proportional share
+    (``fair``), over ``observed_s`` seconds of running."""
 
     job_id: int
     key: str
     user: str
     granted: PerGpu
+    fair: PerGpu
     used_cpus: float
     peak_mem_gb: float
     observed_s: float
@@ -78,7 +80,7 @@ class KeyVerdict:
                 f"{self.mem_use:.0%} of the memory they were given")
 
 
-def judge(samples: Iterable[UsageSample], fair: PerGpu, rule: UsageRule
+def judge(samples: Iterable[UsageSample], rule: UsageRule
           ) -> dict[tuple[str, str], KeyVerdict]:
     """Per (key, user), the verdict over those jobs' latest samples. Only jobs given more
     than the proportional share in a dimension count for that dimension: below it, using
@@ -94,17 +96,17 @@ def judge(samples: Iterable[UsageSample], fair: PerGpu, rule: UsageRule
         by_key.setdefault((s.key, s.user), []).append(s)
     out = {}
     for (key, user), jobs in sorted(by_key.items()):
-        cpu = [s for s in jobs if s.granted.cpus > fair.cpus]
-        mem = [s for s in jobs if s.granted.mem_gb > fair.mem_gb + 1e-6]
+        cpu = [s for s in jobs if s.granted.cpus > s.fair.cpus]
+        mem = [s for s in jobs if s.granted.mem_gb > s.fair.mem_gb + 1e-6]
         cpu_use = _mean(min(1.0, s.used_cpus / s.granted.cpus) for s in cpu)
         mem_use = _mean(min(1.0, s.peak_mem_gb / s.granted.mem_gb) for s in mem)
         cap_cpus, cap_mem = UNLIMITED.cpus, UNLIMITED.mem_gb
         if len(cpu) >= rule.min_jobs and cpu_use < rule.threshold:
             most = max(s.used_cpus for s in cpu) * rule.headroom
-            cap_cpus = max(fair.cpus, math.ceil(most))
+            cap_cpus = max(max(s.fair.cpus for s in cpu), math.ceil(most))
         if len(mem) >= rule.min_jobs and mem_use < rule.threshold:
             most = max(s.peak_mem_gb for s in mem) * rule.headroom
-            cap_mem = max(fair.mem_gb, most)
+            cap_mem = max(max(s.fair.mem_gb for s in mem), most)
         suspect = cap_cpus < UNLIMITED.cpus or cap_mem < UNLIMITED.mem_gb
         out[key, user] = KeyVerdict(key, user, len(jobs), cpu_use, mem_use,
                                     PerGpu(cap_cpus, cap_mem) if suspect else None)

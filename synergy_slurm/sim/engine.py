@@ -252,7 +252,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
                 job.alloc = None
         if config.usage is not None:
             _watch(allocations, {j.trace.job_id: j for j in seen}, fair, now + rnd, samples)
-            caps = {k: v.cap for k, v in judge(samples.values(), fair, config.usage).items()
+            caps = {k: v.cap for k, v in judge(samples.values(), config.usage).items()
                     if v.cap is not None}
         util.append((now, used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb))
         rounds += 1
@@ -436,7 +436,7 @@ def _watch(allocations: list[Allocation], jobs: Mapping[int, _Job], fair: PerGpu
             continue
         busy = busy_share(real, alloc.share, fair)
         samples[alloc.job_id] = UsageSample(alloc.job_id, job.trace.model, job.trace.user,
-                                            alloc.share, float(busy.cpus), busy.mem_gb,
+                                            alloc.share, fair, float(busy.cpus), busy.mem_gb,
                                             now - job.start)
 
 

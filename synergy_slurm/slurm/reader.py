@@ -10,6 +10,7 @@ records); partition defaults from ``scontrol show partition -o`` on every releas
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI, SlurmError
@@ -17,6 +18,7 @@ from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qo
 from .model import Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
 from .release import Release, detect
+from .sstat import SSTAT_FIELDS, JobUse, parse_sstat
 
 log = logging.getLogger(__name__)
 # sacctmgr asks slurmdbd; a round should not wait long for it (the last limits stand in).
@@ -77,6 +79,32 @@ class SlurmReader:
             log.warning("skipped %s: %s", s.what, s.reason)
         self._last_limits = SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
         return self._last_limits
+
+    def usage(self, job_ids: Sequence[int]) -> dict[int, JobUse]:
+        """What these running jobs used so far (``sstat``, one call for all; where that
+        call fails, e.g. one job just ended, one call per job). Jobs sstat cannot tell
+        (no step yet, ended, no job accounting) are missing from the result."""
+        if not job_ids:
+            return {}
+        ids = [str(int(j)) for j in job_ids]
+        args = ["-a", "-n", "-P", "-o", ",".join(SSTAT_FIELDS)]
+        try:
+            raws = [self.cli.run("sstat", [*args, "-j", ",".join(ids)])]
+        except SlurmError as exc:
+            log.debug("sstat for %d jobs failed (%s); asking one by one", len(ids), exc)
+            raws = []
+            for j in ids:
+                try:
+                    raws.append(self.cli.run("sstat", [*args, "-j", j]))
+                except SlurmError as one:
+                    log.debug("sstat for job %s: %s", j, one)
+        out: dict[int, JobUse] = {}
+        for raw in raws:
+            got, skipped = parse_sstat(raw)
+            for s in skipped:
+                log.warning("sstat: skipped %s: %s", s.what, s.reason)
+            out.update(got)
+        return out
 
     def job_fields(self, job_id: int) -> dict[str, str]:
         """``scontrol show job -o J`` as a dict: the cheap read-back after an update."""

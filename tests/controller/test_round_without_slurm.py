@@ -29,9 +29,13 @@ class FakeReader:
         self.snap = snap
         self.site = limits
         self.release = Release.parse(release)
+        self.used: dict = {}   # job id -> slurm.sstat.JobUse
 
     def limits(self) -> SiteLimits | None:
         return self.site
+
+    def usage(self, job_ids) -> dict:
+        return {j: u for j, u in self.used.items() if j in job_ids}
 
     def snapshot(self) -> Snapshot:
         if isinstance(self.snap, Exception):
@@ -375,3 +379,63 @@ def test_a_site_without_an_extern_step_is_asked_once(tmp_path, profiles_path, ca
     assert [c for c in writer.calls if c[0] == "shrink"] == [("shrink", 1, 20830)]
     assert not [a for a in second.actions if a.kind == "shrink-memory"]
     assert any("PrologFlags=Contain" in r.getMessage() for r in caplog.records)
+
+
+def test_a_users_key_that_leaves_its_cores_idle_is_capped_for_that_user(tmp_path,
+                                                                         profiles_path):
+    """eve's running alexnet job was given 12 cores per GPU and in 10 minutes used 0.1 of
+    one: alexnet is marked suspect for eve (audit, metric, state) and her next alexnet job
+    is planned with the proportional 3 cores; bob's alexnet job still gets all the node has
+    left (9 of its 24 cores)."""
+    from synergy_slurm.slurm.sstat import JobUse
+
+    started = int(NOW) - 600
+    idle = job(1, user="eve", state="RUNNING", reason="None", priority=1, cpus_per_gpu=12,
+               mem_per_gpu_mb=125000, start_time=started, admin_comment="synergy.managed=1",
+               nodes=("n1",), alloc=(NodeAlloc("n1", 12, 125000, 1),))
+    eves, bobs = job(2, user="eve"), job(3, user="bob")
+    snap = snapshot(idle, eves, bobs,
+                    nodes=[node(alloc_cpus=12, alloc_gpus=1, alloc_mem_mb=125000)])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.cfg = config_from_dict({**_doc(ctl), "usage": {"every_rounds": 1,
+                                                      "min_observed_s": 300}})
+    ctl.reader.used = {1: JobUse(1, cpu_s=60.0, peak_mem_mb=2000.0)}
+    res = ctl.run_round()
+    shaped = {c[1]: c[2] for c in writer.calls if c[0] == "reshape"}
+    assert shaped[2].cpus_per_gpu == 3 and shaped[3].cpus_per_gpu == 9
+    [mark] = ctl.state.suspects()
+    assert (mark["key"], mark["user"], mark["status"]) == ("alexnet", "eve", "suspect")
+    assert mark["cap_cpus"] == 3 and mark["cap_mem_gb"] == 62.5
+    [row] = [r for r in audit(tmp_path) if r["action"] == "suspect"]
+    assert row["user"] == "eve" and "used 1% of the cores" in row["reason"]
+    assert ctl.metrics.suspects._value.get() == 1
+    assert res.errors == 0
+    # A second round keeps the mark, without a second audit entry or count.
+    ctl.run_round()
+    assert len([r for r in audit(tmp_path) if r["action"] == "suspect"]) == 1
+    assert ctl.metrics.suspects._value.get() == 1
+    # Cleared by an admin: trusted again.
+    assert ctl.state.clear_suspect("alexnet", "eve") == 1
+    writer.calls.clear()
+    ctl.reader.used = {}
+    ctl.run_round()
+    shaped = {c[1]: c[2] for c in writer.calls if c[0] == "reshape"}
+    assert shaped[2].cpus_per_gpu > 3
+
+
+def test_no_job_accounting_no_marks(tmp_path, profiles_path):
+    """sstat reports nothing (no job accounting, or the read failed): nothing is judged,
+    the round goes on."""
+    running = job(1, user="eve", state="RUNNING", reason="None", priority=1, cpus_per_gpu=12,
+                  mem_per_gpu_mb=125000, start_time=int(NOW) - 600,
+                  admin_comment="synergy.managed=1", nodes=("n1",),
+                  alloc=(NodeAlloc("n1", 12, 125000, 1),))
+    ctl, _ = controller(tmp_path, profiles_path, snapshot(running))
+    ctl.cfg = config_from_dict({**_doc(ctl), "usage": {"every_rounds": 1}})
+
+    def fail(ids):
+        raise SlurmError("sstat: error: no job accounting")
+    ctl.reader.usage = fail
+    res = ctl.run_round()
+    assert res.errors == 0 and ctl.state.suspects() == []
+    assert ctl.metrics.errors.labels("usage")._value.get() == 1

@@ -21,12 +21,12 @@ BIG = PerGpu(12, 125.0)
 
 
 def sample(job_id, used, peak=20.0, granted=BIG, key="alexnet", user="eve",
-           observed=600.0):
-    return UsageSample(job_id, key, user, granted, used, peak, observed)
+           observed=600.0, fair=FAIR):
+    return UsageSample(job_id, key, user, granted, fair, used, peak, observed)
 
 
 def test_a_key_used_far_below_its_grant_is_capped_for_that_user_only():
-    verdicts = judge([sample(1, 0.5), sample(2, 11.0, 120.0, user="ann")], FAIR, RULE)
+    verdicts = judge([sample(1, 0.5), sample(2, 11.0, 120.0, user="ann")], RULE)
     eve, ann = verdicts["alexnet", "eve"], verdicts["alexnet", "ann"]
     assert eve.suspect and not ann.suspect
     # 0.5 cores x 1.25 is under the proportional 3: capped there; memory likewise.
@@ -35,29 +35,29 @@ def test_a_key_used_far_below_its_grant_is_capped_for_that_user_only():
 
 
 def test_the_cap_is_the_most_seen_used_with_headroom():
-    [v] = judge([sample(1, 2.0, 20.0), sample(2, 3.2, 30.0)], FAIR, RULE).values()
+    [v] = judge([sample(1, 2.0, 20.0), sample(2, 3.2, 30.0)], RULE).values()
     assert v.cap == PerGpu(4, 62.5)   # ceil(3.2 x 1.25); 30 x 1.25 is under proportional
-    [v] = judge([sample(1, 2.0, 20.0), sample(2, 3.2, 30.0, granted=PerGpu(12, 250.0))],
-                PerGpu(3, 20.0), RULE).values()
+    low = PerGpu(3, 20.0)
+    [v] = judge([sample(1, 2.0, 20.0, fair=low),
+                 sample(2, 3.2, 30.0, granted=PerGpu(12, 250.0), fair=low)], RULE).values()
     assert v.cap == PerGpu(4, pytest.approx(37.5))
 
 
 def test_no_evidence_no_mark():
     # Too short, too few, or granted no more than proportional.
-    short = judge([sample(1, 0.1, observed=30)], FAIR, RULE)
+    short = judge([sample(1, 0.1, observed=30)], RULE)
     assert short == {}
-    few = judge([sample(1, 0.1)], FAIR, UsageRule(min_jobs=2, min_observed_s=60))
+    few = judge([sample(1, 0.1)], UsageRule(min_jobs=2, min_observed_s=60))
     assert not few["alexnet", "eve"].suspect
-    small = judge([sample(1, 0.1, 5.0, granted=FAIR)], FAIR, RULE)
+    small = judge([sample(1, 0.1, 5.0, granted=FAIR)], RULE)
     assert not small["alexnet", "eve"].suspect
     # The latest sample of a job is what counts: it used its cores once warmed up.
-    warm = judge([sample(1, 0.2, observed=100), sample(1, 11.5, 120.0, observed=900)],
-                 FAIR, RULE)
+    warm = judge([sample(1, 0.2, observed=100), sample(1, 11.5, 120.0, observed=900)], RULE)
     assert not warm["alexnet", "eve"].suspect
 
 
 def test_memory_alone_can_be_capped():
-    [v] = judge([sample(1, 11.0, 10.0)], FAIR, RULE).values()
+    [v] = judge([sample(1, 11.0, 10.0)], RULE).values()
     assert v.cap is not None and v.cap.cpus >= 1 << 20 and v.cap.mem_gb == 62.5
 
 
