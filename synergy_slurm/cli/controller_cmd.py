@@ -97,7 +97,9 @@ def status_cmd(config_path, user, job_id, fmt) -> None:
     store = StateStore(path, readonly=True)
     if fmt == "json":
         click.echo(json.dumps({"last_round": store.last_round(),
-                               "jobs": select(store.jobs(), user=user, job_id=job_id)}))
+                               "jobs": select(store.jobs(), user=user, job_id=job_id),
+                               "suspects": [s for s in store.suspects()
+                                            if user is None or s["user"] == user]}))
         return
     lines = explain_job(store, job_id) if job_id else status_lines(store, user=user)
     for line in lines:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -17,7 +18,11 @@ from profiler.gpu import gpu_probe
 from profiler.harness import PointConfig, measure
 from profiler.search import SearchError, optimistic_search
 
+from ..controller.state import StateStore
+from ..controller.status import mark_lines, suspect_lines
+from ..controller.usage import CONFIRMED
 from ..core import ProfileError, profiles_from_doc, profiles_to_doc
+from ..dbfile import DatabaseError
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.store import RESULT_META, ProfileStore
@@ -246,18 +251,51 @@ def export_cmd(config_path, store_path, keys, out) -> None:
 @click.argument("key")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def show_cmd(config_path, store_path, key, fmt) -> None:
-    """One profile: its points, how many were measured, and what profiling cost.
+    """One profile: its points, how many were measured, and what profiling cost; and what
+    the closed loop saw of jobs with that key (the controller's state, when readable):
+    each job's cores and memory used against what it was given, and the users for whom
+    the key is marked suspect.
 
     KEY is a profile key, or KEY@GPU_TYPE for one measured on nodes of that GPU type
     (``synergy profile list`` shows both forms)."""
-    store = _store(config_path, store_path, readonly=True)
-    got = store.get(key)
-    if got is None:
-        raise BadInput(f"{store.path}: no profile {key!r}")
-    info = got.show()
+    path = _store_path(config_path, store_path)
+    got = ProfileStore(path, readonly=True).get(key) if path.exists() else None
+    evidence, marks = _evidence(config_path, key.split("@")[0])
+    if got is None and not evidence and not marks:
+        raise BadInput(f"{path}: no profile {key!r}")
     if fmt == "json":
-        click.echo(json.dumps(info))
+        click.echo(json.dumps({**(got.show() if got else {"key": key}),
+                               "usage": evidence, "suspects": marks}))
         return
+    if got is None:
+        click.echo(f"{key}: not in the profile store ({path})")
+    else:
+        _show_profile(key, got)
+    if evidence:
+        click.echo("\nwhat running jobs used (per GPU; the closed loop, [usage]):")
+        for r in evidence:
+            click.echo(f"  job {r['job_id']:<8} {r['user']:<12} cores {r['used_cpus']:5.2f} of "
+                       f"{r['granted_cpus']:<3} memory {r['peak_mem_gb']:7.2f} of "
+                       f"{r['granted_mem_gb']:g} GB over {r['observed_s'] / 60:.0f} min")
+    for line in mark_lines(marks):
+        click.echo(line)
+
+
+def _evidence(config_path, key: str) -> tuple[list[dict], list[dict]]:
+    """The closed loop's records for ``key`` from the controller's state (none where it
+    cannot be read: no controller yet, or not readable by this user)."""
+    try:
+        cfg = config_or_exit(config_path)
+        path = Path(cfg.controller.state_db)
+        if not path.exists():
+            return [], []
+        state = StateStore(path, readonly=True)
+        return state.usage(key), state.suspects(key)
+    except (DatabaseError, OSError, sqlite3.Error):
+        return [], []
+
+
+def _show_profile(key: str, got) -> None:
     p = got.profile
     where = f"measured on {p.gpu_type} GPUs; " if p.gpu_type else ""
     click.echo(f"{key}: {where}ideal {p.ideal.cpus} cores/GPU, {p.ideal.mem_gb:g} GB/GPU; "
@@ -278,3 +316,47 @@ def list_cmd(config_path, store_path) -> None:
         return
     for key in ProfileStore(path, readonly=True).list_keys():
         click.echo(key)
+
+
+@profile.command("suspects")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--clear", "clear_key", metavar="KEY",
+              help="Trust KEY again: drop its mark and the use behind it (for --user, or "
+              "for every user). Needs write access to the controller's state.")
+@click.option("--confirm", "confirm_key", metavar="KEY",
+              help="Record that an admin checked the mark of KEY for --user and keeps it.")
+@click.option("--user", help="The user whose mark to clear or confirm.")
+def suspects_cmd(config_path, clear_key, confirm_key, user) -> None:
+    """Profile keys the closed loop marked suspect ([usage]): a user's jobs with the key
+    used far less than they were given, so that user's later jobs with it are capped at
+    what was seen used (never below proportional). Lists them; --clear lifts a mark (the
+    key is trusted until new use says otherwise), --confirm keeps it as reviewed."""
+    if clear_key and confirm_key:
+        raise click.UsageError("--clear or --confirm, not both")
+    if confirm_key and not user:
+        raise click.UsageError("--confirm needs --user (a mark is per user)")
+    cfg = config_or_exit(config_path)
+    path = Path(cfg.controller.state_db)
+    if not path.exists():
+        raise Failed(f"no controller state at {path}: the controller has not run yet")
+    writing = bool(clear_key or confirm_key)
+    state = StateStore(path, readonly=not writing)
+    if clear_key:
+        n = state.clear_suspect(clear_key, user)
+        who = f"user {user}" if user else "every user"
+        if not n:
+            raise BadInput(f"no mark of {clear_key!r} for {who}")
+        click.echo(f"cleared {n} mark(s) of {clear_key} for {who}: its jobs get their "
+                   "profile's share again")
+        return
+    if confirm_key:
+        if not any(s["user"] == user for s in state.suspects(confirm_key)):
+            raise BadInput(f"no mark of {confirm_key!r} for user {user}")
+        state.mark_suspect(confirm_key, user, status=CONFIRMED)
+        click.echo(f"{confirm_key} for user {user}: confirmed")
+        return
+    lines = suspect_lines(state)
+    if not lines:
+        click.echo("no suspect profile keys")
+    for line in lines:
+        click.echo(line.lstrip("\n"))

@@ -11,7 +11,9 @@ import json
 import time
 from collections.abc import Iterable
 
+from ..core import PerGpu
 from .state import StateStore
+from .usage import cap_text
 
 
 def round_line(last: dict | None, now: float) -> str:
@@ -56,7 +58,8 @@ def table_lines(jobs: list[dict], pending_first: bool = False) -> list[str]:
 
 def status_lines(store: StateStore, pending_first: bool = False, user: str | None = None,
                  now: float | None = None) -> list[str]:
-    """The whole status: the last round, the managed jobs, the profiling jobs."""
+    """The whole status: the last round, the managed jobs, the profiling jobs, and the
+    keys the closed loop marked suspect."""
     now = time.time() if now is None else now
     out = [round_line(store.last_round(), now)]
     out += table_lines(select(store.jobs(), user=user), pending_first)
@@ -67,6 +70,26 @@ def status_lines(store: StateStore, pending_first: bool = False, user: str | Non
             cost = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.1f} CPU-s"
             out.append(f"  {key:<20} {r['status']:<9} Slurm job {r['slurm_job'] or '-'} for "
                        f"job {r['for_job']} ({r['user']}), {cost} {r['note'] or ''}")
+    out += suspect_lines(store, user)
+    return out
+
+
+def suspect_lines(store: StateStore, user: str | None = None, key: str | None = None
+                  ) -> list[str]:
+    """The marks of the closed loop (controller/usage.py), with their evidence."""
+    return mark_lines([s for s in store.suspects(key) if user is None or s["user"] == user])
+
+
+def mark_lines(marks: list[dict]) -> list[str]:
+    if not marks:
+        return []
+    out = ["\nsuspect profile keys (their jobs used far less than they were given; later "
+           "jobs capped; synergy profile suspects --clear KEY lifts it):"]
+    for s in marks:
+        cap = cap_text(PerGpu(int(s["cap_cpus"]), float(s["cap_mem_gb"])))
+        out.append(f"  {s['key']:<20} user {s['user']:<12} {s['status']:<9} since "
+                   f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s['since']))}: "
+                   f"{s['note']}; capped at {cap}")
     return out
 
 
