@@ -316,7 +316,7 @@ class Controller:
         if not watched:
             return
         try:
-            used = self.reader.usage([w.job.job_id for w in watched])
+            used = self.reader.usage([w.job for w in watched])
             rows = samples(watched, used, now)
             self.state.note_usage(rows)
             new = record(self.state, verdicts(self.state, self.usage_rule), now)

@@ -18,7 +18,7 @@ from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qo
 from .model import Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
 from .release import Release, detect
-from .sstat import SSTAT_FIELDS, JobUse, parse_sstat
+from .sstat import SSTAT_FIELDS, JobUse, parse_sstat, sstat_name
 
 log = logging.getLogger(__name__)
 # sacctmgr asks slurmdbd; a round should not wait long for it (the last limits stand in).
@@ -80,13 +80,15 @@ class SlurmReader:
         self._last_limits = SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
         return self._last_limits
 
-    def usage(self, job_ids: Sequence[int]) -> dict[int, JobUse]:
-        """What these running jobs used so far (``sstat``, one call for all; where that
-        call fails, e.g. one job just ended, one call per job). Jobs sstat cannot tell
-        (no step yet, ended, no job accounting) are missing from the result."""
-        if not job_ids:
+    def usage(self, jobs: Sequence[SlurmJob]) -> dict[int, JobUse]:
+        """What these running jobs used so far, by job id (``sstat``, one call for all;
+        where that call fails, one call per job). Jobs sstat cannot tell (no step yet,
+        ended, no job accounting) are missing from the result."""
+        if not jobs:
             return {}
-        ids = [str(int(j)) for j in job_ids]
+        names = {sstat_name(j.job_id, j.array_job_id, j.array_task_id): j.job_id
+                 for j in jobs}
+        ids = [str(int(j.job_id)) for j in jobs]
         args = ["-a", "-n", "-P", "-o", ",".join(SSTAT_FIELDS)]
         try:
             raws = [self.cli.run("sstat", [*args, "-j", ",".join(ids)])]
@@ -103,7 +105,7 @@ class SlurmReader:
             got, skipped = parse_sstat(raw)
             for s in skipped:
                 log.warning("sstat: skipped %s: %s", s.what, s.reason)
-            out.update(got)
+            out.update({names[n]: u for n, u in got.items() if n in names})
         return out
 
     def job_fields(self, job_id: int) -> dict[str, str]:

@@ -19,23 +19,25 @@ SSTAT_FIELDS = ("JobID", "TRESUsageInTot")
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
 _MB = {"": 1 / 1024 / 1024, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2,
        "P": 1024.0 ** 3}
-_STEP = re.compile(r"^(\d+)(?:_\d+)?(?:\+\d+)?\.(\w+)$")
+# A step: JOB.STEP, ARRAYJOB_TASK.STEP (an array task is named by its array), JOB+N.STEP.
+_STEP = re.compile(r"^(\d+(?:_\d+)?)(?:\+\d+)?\.(\w+)$")
 
 
 @dataclass(frozen=True)
 class JobUse:
     """A running job's use so far: CPU seconds over all its steps and the sum of their
-    peak resident memory (MB)."""
+    peak resident memory (MB). ``job`` is the job as sstat names it: ``12``, or
+    ``7_3`` for task 3 of array 7."""
 
-    job_id: int
+    job: str
     cpu_s: float
     peak_mem_mb: float
 
 
-def parse_sstat(raw: str) -> tuple[dict[int, JobUse], list[Skipped]]:
+def parse_sstat(raw: str) -> tuple[dict[str, JobUse], list[Skipped]]:
     """``sstat -a -n -P -o JobID,TRESUsageInTot`` output, per job (steps summed)."""
-    cpu: dict[int, float] = {}
-    mem: dict[int, float] = {}
+    cpu: dict[str, float] = {}
+    mem: dict[str, float] = {}
     skipped: list[Skipped] = []
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
@@ -48,7 +50,7 @@ def parse_sstat(raw: str) -> tuple[dict[int, JobUse], list[Skipped]]:
         if not m:
             skipped.append(Skipped(f"sstat line {lineno}", f"step {fields[0][:40]!r}"))
             continue
-        job_id = int(m.group(1))
+        job_id = m.group(1)
         try:
             tres = dict(kv.split("=", 1) for kv in fields[1].split(",") if "=" in kv)
             c = cpu_seconds(tres.get("cpu", "0"))
@@ -59,6 +61,13 @@ def parse_sstat(raw: str) -> tuple[dict[int, JobUse], list[Skipped]]:
         cpu[job_id] = cpu.get(job_id, 0.0) + c
         mem[job_id] = mem.get(job_id, 0.0) + r
     return {j: JobUse(j, cpu[j], mem[j]) for j in cpu}, skipped
+
+
+def sstat_name(job_id: int, array_job_id: int | None, array_task_id: int | None) -> str:
+    """How sstat names a job: an array task by its array's id and its index."""
+    if array_job_id and array_task_id is not None:
+        return f"{array_job_id}_{array_task_id}"
+    return str(job_id)
 
 
 def cpu_seconds(value: str) -> float:

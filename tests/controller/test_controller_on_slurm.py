@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 
 from synergy_slurm import devcluster
 from synergy_slurm.cli.main import main
+from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller, RoundFailed
 from synergy_slurm.controller.observe import pools
 from synergy_slurm.hook.table import TABLE_NAME, HookTable
@@ -283,3 +285,51 @@ def test_reserved_nodes_are_not_planned_and_jobs_in_a_reservation_are_left_alone
     finally:
         cancel_all(cli)
         cli.run("scontrol", ["delete", "ReservationName=synergy-t"])
+
+
+BURN = ('for i in $(seq "$SLURM_CPUS_ON_NODE"); do (while :; do :; done) & done\n'
+        "sleep 300")
+
+
+def test_the_closed_loop_catches_a_key_that_sleeps_and_not_an_honest_one(env):
+    """A job labelled alexnet (12 cores per GPU) that only sleeps is marked within a few
+    rounds (sstat: next to no CPU time) and its user's next alexnet job is shaped with the
+    proportional 3 cores; a res50 job (4 cores) that keeps its cores busy is not marked.
+    (This machine has 2 real cores: the busy job shows about 2 of its 4 used, hence a
+    threshold of 0.2 here.)"""
+    fresh_table(env, profiles={"alexnet": (12, 125000), "res50": (4, 62500)})
+    cli, tmp = env["cli"], env["tmp"]
+    doc = tomllib.loads(env["cfg_path"].read_text())
+    doc["usage"] = {"every_rounds": 1, "min_observed_s": 8, "threshold": 0.2}
+    cfg = config_from_dict(doc)
+    sleeper = submit(cli, "sleep 300", "--gpus=1", "--comment=synergy:profile=alexnet",
+                     "-o", "/dev/null", tmp=tmp)
+    burner = submit(cli, BURN, "--gpus=1", "--comment=synergy:profile=res50",
+                    "-o", "/dev/null", tmp=tmp)
+    ctl = Controller(cfg)
+    ctl.run_round()                 # shapes and releases both
+    for jid in (sleeper, burner):
+        wait_for(cli, jid, {"RUNNING"}, 60)
+    t0 = time.monotonic()
+    rounds = 0
+    marks: list[dict] = []
+    while time.monotonic() - t0 < 60 and not marks:
+        time.sleep(2)
+        ctl.run_round()
+        rounds += 1
+        marks = ctl.state.suspects()
+    print(f"\nmarked after {rounds} rounds, {time.monotonic() - t0:.0f} s of watching")
+    assert [(m["key"], m["user"]) for m in marks] == [("alexnet", "root")], marks
+    used = {r["job_id"]: r for r in ctl.state.usage()}
+    assert used[sleeper]["used_cpus"] < 0.5 and used[sleeper]["granted_cpus"] == 12
+    assert used[burner]["used_cpus"] > 0.8 and used[burner]["granted_cpus"] == 4
+    audit = [json.loads(x) for x in (tmp / "audit.jsonl").read_text().splitlines()]
+    [mark] = [a for a in audit if a["action"] == "suspect"]
+    assert mark["user"] == "root" and mark["reason"].startswith("1 job(s)")
+    # The next alexnet job of the same user gets what was seen used: the proportional 3.
+    nxt = submit(cli, "sleep 1", "--gpus=1", "--comment=synergy:profile=alexnet",
+                 "-o", "/dev/null", tmp=tmp)
+    res = ctl.run_round()
+    [act] = [a for a in res.actions if a.job_id == nxt]
+    assert act.after.cpus_per_gpu == 3, act
+    assert SlurmReader(cli).job_fields(nxt)["CpusPerTres"].endswith(":3")

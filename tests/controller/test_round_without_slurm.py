@@ -34,8 +34,9 @@ class FakeReader:
     def limits(self) -> SiteLimits | None:
         return self.site
 
-    def usage(self, job_ids) -> dict:
-        return {j: u for j, u in self.used.items() if j in job_ids}
+    def usage(self, jobs) -> dict:
+        ids = {j.job_id for j in jobs}
+        return {j: u for j, u in self.used.items() if j in ids}
 
     def snapshot(self) -> Snapshot:
         if isinstance(self.snap, Exception):
@@ -399,7 +400,7 @@ def test_a_users_key_that_leaves_its_cores_idle_is_capped_for_that_user(tmp_path
     ctl, writer = controller(tmp_path, profiles_path, snap)
     ctl.cfg = config_from_dict({**_doc(ctl), "usage": {"every_rounds": 1,
                                                       "min_observed_s": 300}})
-    ctl.reader.used = {1: JobUse(1, cpu_s=60.0, peak_mem_mb=2000.0)}
+    ctl.reader.used = {1: JobUse("1", cpu_s=60.0, peak_mem_mb=2000.0)}
     res = ctl.run_round()
     shaped = {c[1]: c[2] for c in writer.calls if c[0] == "reshape"}
     assert shaped[2].cpus_per_gpu == 3 and shaped[3].cpus_per_gpu == 9
