@@ -13,8 +13,10 @@ cores and memory of the jobs it covers:
   raised shares fit too, whichever of them start.
 
 A cap never goes below the proportional share (synergy's floor; a job whose proportional
-share is over a limit waits for Slurm's reasons, not ours). Parent accounts above a job's
-own account are not walked; a user's own per-job limit replaces its account's.
+share is over a limit waits for Slurm's reasons, not ours). An account's GrpTRES covers
+the jobs of its sub-accounts too: a job is under every account from its own to the root.
+A per-job limit (MaxTRES) is the nearest one set: the user's association's, else its
+account's, else the nearest parent account's (Slurm's inheritance).
 """
 
 from __future__ import annotations
@@ -116,10 +118,11 @@ def _scopes(job: SlurmJob, limits: SiteLimits) -> list[tuple[tuple, Tres]]:
         if not q.group.empty:
             out.append((("qos", q.name), q.group))
     partition = job.home_partition
+    chain = set(limits.accounts_above(job.account))
     for a in limits.assocs:
-        if a.account != job.account or a.partition not in ("", partition) or a.group.empty:
+        if a.account not in chain or a.partition not in ("", partition) or a.group.empty:
             continue
-        if a.user == job.user:
+        if a.user == job.user and a.account == job.account:
             out.append((("assoc", a.account, a.user, a.partition), a.group))
         elif a.user == "":
             out.append((("account", a.account, a.partition), a.group))
@@ -132,8 +135,14 @@ def _per_job(job: SlurmJob, limits: SiteLimits) -> list[Tres]:
     if q is not None and not q.per_job.empty:
         out.append(q.per_job)
     partition = job.home_partition
-    mine = [a for a in limits.assocs if a.account == job.account
-            and a.partition in ("", partition) and not a.per_job.empty]
-    own = [a.per_job for a in mine if a.user == job.user]
-    out.extend(own or [a.per_job for a in mine if a.user == ""])
+    here = [a for a in limits.assocs if a.partition in ("", partition) and not a.per_job.empty]
+    own = [a.per_job for a in here if a.account == job.account and a.user == job.user]
+    if own:
+        out.extend(own)
+        return out
+    for account in limits.accounts_above(job.account):
+        found = [a.per_job for a in here if a.account == account and a.user == ""]
+        if found:
+            out.extend(found)
+            break
     return out

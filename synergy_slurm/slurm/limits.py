@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .model import Skipped
 
 QOS_FORMAT = "Name,MaxTRES,MaxTRESPU,GrpTRES"
-ASSOC_FORMAT = "Cluster,Account,User,Partition,GrpTRES,MaxTRES"
+ASSOC_FORMAT = "Cluster,Account,User,Partition,GrpTRES,MaxTRES,ParentName"
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
 _MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 
@@ -43,7 +43,9 @@ class QosLimits:
 @dataclass(frozen=True)
 class AssocLimits:
     """One association's limits; ``user`` is "" for the account itself (GrpTRES then
-    caps all of the account's jobs together), ``partition`` "" for every partition."""
+    caps all of the account's jobs together, its sub-accounts' included), ``partition``
+    "" for every partition; ``parent`` the account above an account's own association
+    ("" for a user's, whose parent is its account)."""
 
     cluster: str
     account: str
@@ -51,6 +53,7 @@ class AssocLimits:
     partition: str = ""
     group: Tres = Tres()
     per_job: Tres = Tres()
+    parent: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,15 @@ class SiteLimits:
             if q.name == name:
                 return q
         return None
+
+    def accounts_above(self, account: str) -> list[str]:
+        """``account`` and the accounts above it, nearest first, to the root (a loop in a
+        malformed tree ends the walk)."""
+        parents = {a.account: a.parent for a in self.assocs if a.user == "" and a.parent}
+        chain = [account]
+        while (up := parents.get(chain[-1])) and up not in chain:
+            chain.append(up)
+        return chain
 
 
 def parse_tres(text: str) -> Tres:
@@ -109,13 +121,16 @@ def parse_assocs(text: str) -> tuple[list[AssocLimits], list[Skipped]]:
         f = line.split("|")
         if len(f) < 6 or not f[1]:
             skipped.append(Skipped(f"association line {line[:60]!r}",
-                                   "expected Cluster|Account|User|Partition|GrpTRES|MaxTRES"))
+                                   "expected Cluster|Account|User|Partition|GrpTRES|MaxTRES"
+                                   "|ParentName"))
             continue
         try:
-            a = AssocLimits(f[0], f[1], f[2], f[3], parse_tres(f[4]), parse_tres(f[5]))
+            a = AssocLimits(f[0], f[1], f[2], f[3], parse_tres(f[4]), parse_tres(f[5]),
+                            f[6] if len(f) > 6 else "")
         except ValueError as exc:
             skipped.append(Skipped(f"association {f[1]}/{f[2] or '-'}", str(exc)))
             continue
-        if not (a.group.empty and a.per_job.empty):
+        # Kept: what limits, and every account's link to its parent (limits above it).
+        if not (a.group.empty and a.per_job.empty) or (a.user == "" and a.parent):
             out.append(a)
     return out, skipped

@@ -118,3 +118,40 @@ def test_a_qos_group_memory_limit_caps_the_raise(env, qos):
     row = next(r for r in ctl.state.jobs() if r["job_id"] == jid)
     assert 62_500 < row["planned_mem_mb"] <= 150_000
     assert per_gpu(fields, "MemPerTres") == row["planned_mem_mb"]
+
+
+@pytest.fixture
+def parent_account(env):
+    """lab-a moved under a new account 'synergy-dept' with GrpTRES=cpu=16; moved back and
+    the account removed afterwards."""
+    sacctmgr(env, "add", "account", "synergy-dept")
+    sacctmgr(env, "modify", "account", "lab-a", "set", "parent=synergy-dept")
+    sacctmgr(env, "modify", "account", "synergy-dept", "set", "GrpTRES=cpu=16")
+    deadline = time.monotonic() + 20
+    while "synergy-dept" not in SlurmReader(env["cli"]).limits().accounts_above("lab-a"):
+        assert time.monotonic() < deadline, "the new parent never appeared"
+        time.sleep(0.3)
+    time.sleep(1)
+    yield "lab-a"
+    cancel_all(env["cli"])
+    sacctmgr(env, "modify", "account", "lab-a", "set", "parent=root")
+    sacctmgr(env, "delete", "account", "synergy-dept")
+
+
+def test_a_parent_accounts_core_limit_caps_the_raise(env, parent_account):
+    """alexnet wants 24 cores for 2 GPUs; lab-a's parent account may run 16 together. Read
+    without walking up to the parent the controller would shape it to 24 (Slurm: pending
+    on AssocGrpCpuLimit); walking it, the job starts with more than 6 and at most 16."""
+    cli, tmp = env["cli"], env["tmp"]
+    ctl = Controller(load(env))
+    ctl.run_round()
+    out = tmp / "o"
+    jid = submit(cli, REPORT, "--gpus=2", f"--account={parent_account}",
+                 "--comment=synergy:profile=alexnet", "-o", str(out), tmp=tmp)
+    res = ctl.run_round()
+    assert res.errors == 0, res.results
+    wait_for(cli, jid, {"COMPLETED"}, 60)
+    cpus = int(wait_file(out, "cpus=").split("cpus=")[1].split()[0])
+    assert 6 < cpus <= 16
+    row = next(r for r in ctl.state.jobs() if r["job_id"] == jid)
+    assert row["planned_cpus"] == 8

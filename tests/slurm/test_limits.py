@@ -85,6 +85,33 @@ def test_a_users_own_per_job_limit_replaces_the_accounts_and_other_scopes_do_not
     assert caps[3].cpus == 16 and caps[4].cpus == 8 and 5 not in caps
 
 
+def test_a_parent_accounts_group_limit_covers_its_sub_accounts_jobs():
+    """dept (GrpTRES=cpu=20) is above lab-a and lab-b, as sacctmgr shows it (recorded on the
+    dev cluster, ParentName last); root is above dept. A running lab-b job holds 8 of dept's
+    cores: a lab-a job (2 GPUs, asking the proportional 6) may grow into 20 - 8 - 6 = 6 more:
+    6 cores per GPU. A per-job limit set on dept applies to lab-a's jobs (inherited), the
+    user's own replaces it."""
+    assocs, skipped = parse_assocs(
+        "synergydev|root|||||\nsynergydev|root|root||||\n"
+        "synergydev|dept|||cpu=20|cpu=10|root\nsynergydev|lab-a|||||dept\n"
+        "synergydev|lab-a|alice||||\nsynergydev|lab-b|||||dept\n"
+        "synergydev|lab-b|bob||||\nsynergydev|other|||||root\n")
+    assert skipped == []
+    site = SiteLimits((), tuple(assocs))
+    assert site.accounts_above("lab-a") == ["lab-a", "dept", "root"]
+    running = [sjob(1, user="bob", account="lab-b", state="RUNNING", cpus=8)]
+    caps = job_limits({3: ask(sjob(3, gpus=2))}, running, site, FAIR)
+    assert caps[3].cpus == 5         # min(dept's room: (20 - 8 - 6 + 6) / 2 = 6, per job 10/2)
+    caps = job_limits({4: ask(sjob(4, account="other"))}, running, site, FAIR)
+    assert 4 not in caps             # not under dept
+    own = SiteLimits((), (*assocs, AssocLimits("c", "lab-a", "alice", per_job=Tres(cpus=16))))
+    caps = job_limits({3: ask(sjob(3, gpus=1))}, [], own, FAIR)
+    assert caps[3].cpus == 16        # alice's own per-job limit, not dept's 10
+    # A loop in a malformed tree ends the walk.
+    loop = SiteLimits((), (AssocLimits("c", "x", parent="y"), AssocLimits("c", "y", parent="x")))
+    assert loop.accounts_above("x") == ["x", "y"]
+
+
 class FlakyCLI:
     """sacctmgr that answers once, then fails (slurmdbd restarting)."""
 
