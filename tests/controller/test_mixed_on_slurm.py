@@ -5,6 +5,7 @@ the controller plans each partition with its own defaults on its own nodes."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -146,3 +147,31 @@ def test_a_profile_is_used_only_on_the_gpu_type_it_was_measured_on(env):
     assert got[held["a100:"]] > 8 and got[held[""]] == 8, got
     untyped = replace(curve, key="typed")
     assert planned({untyped.slot: untyped})[held[""]] > 8
+
+
+def test_a_qos_limit_caps_a_raise_in_a_partition_with_its_own_share(env):
+    """In 'all' (8 cores/GPU by default) shufflenet wants 12 per GPU, 24 for 2 GPUs; a QOS
+    lets a user run 20 cores: the plan raises the job to 10 per GPU, under the limit, and
+    Slurm starts it (raised to 12 it would wait on QOSMaxCpuPerUserLimit for ever)."""
+    cli, cfg, tmp = env
+    cli.run("sacctmgr", ["-i", "add", "qos", "symix", "set", "MaxTRESPerUser=cpu=20"])
+    cli.run("sacctmgr", ["-i", "modify", "user", "root", "set", "qos+=symix"])
+    try:
+        deadline = time.monotonic() + 20
+        while SlurmReader(cli).limits().qos_named("symix") is None:
+            assert time.monotonic() < deadline, "QOS symix never appeared"
+            time.sleep(0.3)
+        time.sleep(1)
+        ctl = Controller(cfg)
+        ctl.run_round()
+        jid = submit(cli, REPORT, "-p", "all", "--gpus=2", "--qos=symix",
+                     "--comment=synergy:profile=shufflenet", "-o", str(tmp / "q"), tmp=tmp)
+        assert ctl.run_round().errors == 0
+        wait_for(cli, jid, {"COMPLETED"}, 60)
+        row = next(r for r in ctl.state.jobs() if r["job_id"] == jid)
+        assert row["planned_cpus"] == 10
+        assert "cpus=20" in wait_file(tmp / "q", "cpus=")
+    finally:
+        cancel_all(cli)
+        cli.run("sacctmgr", ["-i", "modify", "user", "root", "set", "qos-=symix"])
+        cli.run("sacctmgr", ["-i", "delete", "qos", "symix"])
