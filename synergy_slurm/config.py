@@ -21,6 +21,8 @@ the key, so a typo never silently changes behaviour.
     [profiles]
     file = ""                           # profiles JSON (model_profiles.json shape)
     store = "/var/lib/synergy/profiles.db"  # measured profiles (synergy profile ...)
+    trust = "all"                       # all | own | site: whose measured profiles shape a
+                                        # user's jobs (site: only site-wide ones)
 
     [controller]
     mode = "observe"                    # observe | enforce
@@ -147,11 +149,19 @@ class HookSection(_Checked):
 class ProfilesSection(_Checked):
     file: str = ""
     store: str = "/var/lib/synergy/profiles.db"
+    # Which profiles shape a user's jobs: "all" (site-wide ones and those measured for any
+    # user), "own" (site-wide ones and those measured for that user), "site" (site-wide
+    # only: the profiles file and what an admin imported or measured).
+    trust: str = "all"
 
     def problems(self) -> list[str]:
-        return [] if self.store else ["store: must name the profile database"]
+        out = [] if self.store else ["store: must name the profile database"]
+        if self.trust not in TRUST:
+            out.append(f"trust = {self.trust!r}: must be one of {', '.join(TRUST)}")
+        return out
 
 
+TRUST = ("all", "own", "site")
 # observe: plan, record and audit, send nothing; enforce: act. (An "advise" mode that
 # differed from observe only in a label was removed: its config gets a clear error.)
 MODES = ("observe", "enforce")

@@ -262,6 +262,8 @@ def show_cmd(config_path, store_path, key, fmt) -> None:
     got = ProfileStore(path, readonly=True).get(key) if path.exists() else None
     evidence, marks = _evidence(config_path, key.split("@")[0])
     if got is None and not evidence and not marks:
+        if not path.exists():
+            raise BadInput(f"{path}: no such database (the profile store)")
         raise BadInput(f"{path}: no profile {key!r}")
     if fmt == "json":
         click.echo(json.dumps({**(got.show() if got else {"key": key}),
@@ -298,6 +300,7 @@ def _evidence(config_path, key: str) -> tuple[list[dict], list[dict]]:
 def _show_profile(key: str, got) -> None:
     p = got.profile
     where = f"measured on {p.gpu_type} GPUs; " if p.gpu_type else ""
+    where += f"measured for {got.owner} ([profiles] trust); " if got.owner else ""
     click.echo(f"{key}: {where}ideal {p.ideal.cpus} cores/GPU, {p.ideal.mem_gb:g} GB/GPU; "
                f"{got.measured_points} points measured, {got.profiling_cpu_s:.1f} CPU-s")
     click.echo("cores/GPU \\ GB/GPU " + " ".join(f"{m:>8g}" for m in p.mem_grid))

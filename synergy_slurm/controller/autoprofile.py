@@ -201,7 +201,7 @@ class AutoProfiler:
                 doc = json.loads((spool / "profile.json").read_text())
                 stored = ProfileStore(self.cfg.profiles.store).import_result(
                     doc, key, source=f"auto-profile job {rec['slurm_job']} ({rec['user']})",
-                    gpu_type=gpu_type)
+                    gpu_type=gpu_type, owner=rec["user"])
             except FileNotFoundError:
                 why = "ended without a result: " + _tail(spool / "slurm.out")
             except (OSError, ValueError) as exc:   # ProfileError is a ValueError

@@ -22,6 +22,7 @@ from ..config import Config
 from ..core import (
     Allocation,
     ClusterState,
+    JobSpec,
     PerGpu,
     Plan,
     Profile,
@@ -37,7 +38,7 @@ from ..core.usage import capped_limit
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
-from ..profiles.resolve import with_store
+from ..profiles.resolve import trusted, with_owners
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.reader import SlurmReader
@@ -124,6 +125,7 @@ class Controller:
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
+        self._owners: dict[str, str] = {}
         self._logged_lowering: bool | None = None
         # Why lowering running jobs' memory is off (None: it is on where Slurm can).
         self._no_shrink: str | None = (None if c.shrink_running_memory else
@@ -144,10 +146,17 @@ class Controller:
                     self._profiles_stamp = stamp
             except (OSError, ProfileError) as exc:
                 log.error("profiles: %s (keeping %d known profiles)", exc, len(self._profiles))
-        merged, problems = with_store(self._profiles, self.cfg.profiles.store)
+        merged, self._owners, problems = with_owners(self._profiles, self.cfg.profiles.store)
         for p in problems:
             log.error("%s", p)
         return merged
+
+    def _for_user(self, profiles: dict[str, Profile], user: str | None) -> dict[str, Profile]:
+        """The profiles that may shape ``user``'s jobs (``[profiles] trust``); None: the
+        hook's table, which cannot tell users apart."""
+        if self.cfg.profiles.trust == "all":
+            return profiles
+        return trusted(profiles, self._owners, user, self.cfg.profiles.trust)
 
     # -- one round ------------------------------------------------------------------------
     def run_round(self) -> RoundResult:
@@ -183,7 +192,8 @@ class Controller:
             # The hook shapes by key alone: only profiles that hold on every managed
             # node's GPU type (core.usable_profiles).
             types = frozenset().union(*(p.types(None) for p in found))
-            self._write_hook_table(merged(found), usable_profiles(profiles, types), now)
+            self._write_hook_table(merged(found),
+                                   usable_profiles(self._for_user(profiles, None), types), now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
         strays: list[Action] = []
@@ -259,10 +269,7 @@ class Controller:
             running = [j for j in mine if j.running]
             movable = [j for j in running if requeue_ok(j)]
             types = pool.types(gpu_type)
-            specs = {j.job_id: replace(job_spec(j, now, profiles, types),
-                                       limit=capped_limit(caps.get(j.job_id),
-                                                          suspect.get((profile_key(j) or "",
-                                                                       j.user))))
+            specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
                      for j in mine}
             rule = replace(self.requeue_rule, budget=budget)
             lowerable = shrinkable([(j, specs[j.job_id]) for j in running],
@@ -287,6 +294,16 @@ class Controller:
                 for name, n in a.placement:
                     taken[name] = taken.get(name, Resources()) + a.share.times(n)
         return Plan(tuple(allocations), skipped, self.allocator.name, self.policy.name), actions
+
+    def _spec(self, job: SlurmJob, now: float, profiles: dict[str, Profile],
+              types: frozenset[str], caps: dict[int, PerGpu],
+              suspect: dict[tuple[str, str], PerGpu]) -> JobSpec:
+        """The core's view of a job: the profile its user may use for its key on its GPU
+        types, capped by the site's limits and by its key's closed-loop mark."""
+        cap = capped_limit(caps.get(job.job_id), suspect.get((profile_key(job) or "",
+                                                                job.user)))
+        return replace(job_spec(job, now, self._for_user(profiles, job.user), types),
+                       limit=cap)
 
     def _lowers_pending(self) -> bool:
         """Whether this Slurm honours lowering a pending job's cores (read once; logged)."""

@@ -45,6 +45,7 @@ class StoredProfile:
     profiling_cpu_s: float
     created: float
     source: str
+    owner: str = ""      # the user it was measured for ("" site-wide)
 
     def show(self) -> dict:
         p = self.profile
@@ -55,7 +56,8 @@ class StoredProfile:
                 "profiling_cpu_s": round(self.profiling_cpu_s, 3),
                 "ideal": {"cpus_per_gpu": p.ideal.cpus, "mem_gb_per_gpu": p.ideal.mem_gb}
                 if p.ideal else None,
-                "iter_time_s_at_proportional": p.iter_time_s, "source": self.source}
+                "iter_time_s_at_proportional": p.iter_time_s, "source": self.source,
+                "owner": self.owner or None}
 
 
 class ProfileStore:
@@ -72,31 +74,49 @@ class ProfileStore:
                 self.db.execute(
                     "CREATE TABLE IF NOT EXISTS profiles (key TEXT PRIMARY KEY, doc TEXT "
                     "NOT NULL, measured_points INTEGER, profiling_cpu_s REAL, created REAL, "
-                    "source TEXT)")
+                    "source TEXT, owner TEXT NOT NULL DEFAULT '')")
+                if "owner" not in self._columns():   # a store of an earlier version
+                    self.db.execute("ALTER TABLE profiles ADD COLUMN owner TEXT NOT NULL "
+                                    "DEFAULT ''")
+            self._owned = not self._empty and "owner" in self._columns()
         except sqlite3.Error as exc:
             raise DatabaseError(f"{self.path}: {exc}") from None
 
+    def _columns(self) -> set[str]:
+        return {r[1] for r in self.db.execute("PRAGMA table_info(profiles)")}
+
     def put(self, profile: Profile, measured_points: int = 0, profiling_cpu_s: float = 0.0,
-            source: str = "import") -> None:
+            source: str = "import", owner: str = "") -> None:
         """Stored under its slot: the key, or ``KEY@TYPE`` for a profile measured on a GPU
-        type, beside that key's profiles for other types."""
+        type, beside that key's profiles for other types. ``owner``: the user it was
+        measured for ("" site-wide: the admin's imports and runs)."""
         if not KEY_RE.match(profile.key):
             raise ValueError(f"bad profile key {profile.key!r}")
         doc = json.dumps(profiles_to_doc({profile.slot: profile}))
-        self.db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?)",
+        self.db.execute("INSERT OR REPLACE INTO profiles (key, doc, measured_points, "
+                        "profiling_cpu_s, created, source, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (profile.slot, doc, measured_points, profiling_cpu_s, time.time(),
-                         source))
+                         source, owner))
 
     def get(self, slot: str) -> StoredProfile | None:
         """The profile stored as ``slot`` (``KEY`` or ``KEY@TYPE``)."""
         if self._empty:
             return None
-        row = self.db.execute("SELECT doc, measured_points, profiling_cpu_s, created, source "
-                              "FROM profiles WHERE key = ?", (slot,)).fetchone()
+        owner = "owner" if self._owned else "''"
+        row = self.db.execute("SELECT doc, measured_points, profiling_cpu_s, created, source, "
+                              f"{owner} FROM profiles WHERE key = ?", (slot,)).fetchone()
         if row is None:
             return None
         prof = profiles_from_doc(json.loads(row[0]))[slot]
-        return StoredProfile(prof, row[1] or 0, row[2] or 0.0, row[3], row[4] or "")
+        return StoredProfile(prof, row[1] or 0, row[2] or 0.0, row[3], row[4] or "",
+                             row[5] or "")
+
+    def owners(self) -> dict[str, str]:
+        """Slot -> the user it was measured for, for the profiles measured for a user."""
+        if self._empty or not self._owned:
+            return {}
+        return {r[0]: r[1] for r in self.db.execute(
+            "SELECT key, owner FROM profiles WHERE owner != ''")}
 
     def list_keys(self) -> list[str]:
         if self._empty:
@@ -128,8 +148,8 @@ class ProfileStore:
             raise ValueError("profiles on different grids: export them separately (--key)")
         return profiles_to_doc(chosen)
 
-    def import_result(self, doc: Mapping, key: str, source: str, gpu_type: str = ""
-                      ) -> StoredProfile:
+    def import_result(self, doc: Mapping, key: str, source: str, gpu_type: str = "",
+                      owner: str = "") -> StoredProfile:
         """Store a ``profile run --out`` result for ``key``, measured on ``gpu_type`` (the
         type of the node it ran on, "" where Slurm names none); raises ValueError (or
         ProfileError) for anything but exactly one complete profile of that key."""
@@ -149,7 +169,8 @@ class ProfileStore:
         if gpu_type and not GPU_TYPE_RE.match(gpu_type):
             raise ValueError(f"bad GPU type {gpu_type!r}")
         prof = replace(profiles[key], gpu_type=gpu_type)
-        self.put(prof, measured_points=points, profiling_cpu_s=float(cpu_s), source=source)
+        self.put(prof, measured_points=points, profiling_cpu_s=float(cpu_s), source=source,
+                 owner=owner)
         stored = self.get(prof.slot)
         assert stored is not None
         return stored

@@ -85,6 +85,7 @@ def test_unknown_key_is_profiled_as_the_user_and_then_used(env, user_dir, paper_
     got = ProfileStore(cfg.profiles.store).get("auto-res18")
     assert got is not None and 2 <= got.measured_points <= 8 and got.profiling_cpu_s > 0
     assert got.source.startswith(f"auto-profile job {ev.slurm_job} ({USER})")
+    assert got.owner == USER          # measured for that user ([profiles] trust)
     true = paper_profiles["res18"]
     for c, row in zip(got.profile.cpu_grid, got.profile.throughput, strict=True):
         assert row[0] == pytest.approx(

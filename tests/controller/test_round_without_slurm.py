@@ -440,3 +440,33 @@ def test_no_job_accounting_no_marks(tmp_path, profiles_path):
     res = ctl.run_round()
     assert res.errors == 0 and ctl.state.suspects() == []
     assert ctl.metrics.errors.labels("usage")._value.get() == 1
+
+
+@pytest.mark.parametrize("trust, alice, bob, in_table", [
+    ("all", 12, 12, True), ("own", 3, 12, False), ("site", 3, 3, False)])
+def test_whose_measured_profiles_shape_a_users_jobs(tmp_path, profiles_path, trust, alice,
+                                                    bob, in_table):
+    """'bert' was measured by automatic profiling for bob (alexnet's curve): under
+    trust=all it shapes everyone's bert jobs, under own only bob's, under site nobody's;
+    the hook's table, which cannot tell users apart, carries it only under all."""
+    from dataclasses import replace as _replace
+
+    from synergy_slurm.profiles import load_profiles
+    from synergy_slurm.profiles.store import ProfileStore
+
+    bert = _replace(load_profiles(profiles_path)["alexnet"], key="bert")
+    ProfileStore(tmp_path / "p.db").put(bert, measured_points=5, source="auto", owner="bob")
+    held = "synergy.managed=1,synergy.held=1"
+    snap = snapshot(job(1, user="alice", comment="synergy:profile=bert", admin_comment=held),
+                    job(2, user="bob", comment="synergy:profile=bert", admin_comment=held),
+                    nodes=[node(), SlurmNode("n2", cpus=24, mem_mb=500_000, gpus=8,
+                                             state="idle", partitions=("gpu",))])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.cfg = config_from_dict({**_doc(ctl), "profiles": {
+        "file": str(profiles_path), "store": str(tmp_path / "p.db"), "trust": trust}})
+    ctl.run_round()
+    shaped = {c[1]: c[2].cpus_per_gpu for c in writer.calls if c[0] == "reshape"}
+    assert (shaped[1], shaped[2]) == (alice, bob)
+    table = parse_table((tmp_path / TABLE_NAME).read_text())
+    assert ("bert" in table.profiles) is in_table
+    assert ProfileStore(tmp_path / "p.db", readonly=True).get("bert").owner == "bob"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
 from synergy_slurm.cli.main import main
+from synergy_slurm.profiles import load_profiles
 from synergy_slurm.profiles.store import ProfileStore, fingerprint
 
 
@@ -57,3 +60,24 @@ def test_bad_imports_and_missing_keys_are_clear(tmp_path, reference_dir):
     assert CliRunner().invoke(main, ["profile", "import", "--store", db, good]).exit_code == 0
     res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
     assert res.exit_code == 2 and "no profile 'nope'" in res.output
+
+
+def test_a_store_of_an_earlier_version_reads_as_site_wide_and_gains_owners(tmp_path,
+                                                                           reference_dir):
+    """Stores written before profiles had owners: read-only, every profile is site-wide;
+    opened for writing, the owner column is added and old rows stay site-wide."""
+    db = tmp_path / "old.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE profiles (key TEXT PRIMARY KEY, doc TEXT NOT NULL, "
+                "measured_points INTEGER, profiling_cpu_s REAL, created REAL, source TEXT)")
+    con.commit()
+    con.close()
+    prof = load_profiles(reference_dir / "model_profiles.json")["gnmt"]
+    old = ProfileStore(db, readonly=True)
+    assert old.owners() == {} and old.get("gnmt") is None
+    store = ProfileStore(db)
+    store.put(prof)
+    store.put(replace(prof, key="mine"), owner="eve")
+    assert store.owners() == {"mine": "eve"}
+    assert store.get("gnmt").owner == "" and store.get("mine").owner == "eve"
+    assert ProfileStore(db, readonly=True).get("mine").show()["owner"] == "eve"
