@@ -29,6 +29,21 @@ from typing import IO, TypeVar
 T = TypeVar("T")
 ENV_FILE = "SYNERGY_PROGRESS_FILE"
 ENV_CPUS = "SYNERGY_PROFILE_CPUS"
+# In production (not profiling): a directory the controller reads ([usage] progress_dir,
+# exported by synergy-sbatch); the job writes <dir>/<SLURM_JOB_ID>.progress there.
+ENV_DIR = "SYNERGY_PROGRESS_DIR"
+
+
+def progress_path() -> str | None:
+    """Where progress goes: the profiler's file, else the job's file in the controller's
+    progress directory, else nowhere."""
+    path = os.environ.get(ENV_FILE)
+    if path:
+        return path
+    where, job = os.environ.get(ENV_DIR, ""), os.environ.get("SLURM_JOB_ID", "")
+    if where and job.isdigit() and os.path.isdir(where):
+        return os.path.join(where, f"{job}.progress")
+    return None
 
 
 def granted_cpus(default: int | None = None) -> int:
@@ -43,16 +58,19 @@ def granted_cpus(default: int | None = None) -> int:
 
 
 class Progress:
-    """Appends ``<time> <samples>`` per step to $SYNERGY_PROGRESS_FILE (if set)."""
+    """Appends ``<time> <samples>`` per step to :func:`progress_path` (if any)."""
 
     def __init__(self, batch_size: int = 1, path: str | None = None) -> None:
         self.batch_size = batch_size
-        self.path = path if path is not None else os.environ.get(ENV_FILE)
+        self.path = path if path is not None else progress_path()
         self._fh: IO[str] | None = None
 
     def __enter__(self) -> Progress:
         if self.path:
-            self._fh = open(self.path, "a", buffering=1)
+            try:
+                self._fh = open(self.path, "a", buffering=1)
+            except OSError:
+                self._fh = None   # progress is a courtesy: never the end of a training job
         return self
 
     def step(self, samples: int | None = None) -> None:

@@ -63,6 +63,8 @@ the key, so a typo never silently changes behaviour.
     min_jobs = 1                        # a user's jobs of a key watched before judging
     min_observed_s = 300                # each watched this long at least
     headroom = 1.25                     # the cap: the most seen used, times this
+    progress_dir = ""                   # where jobs report progress (shared, mode 1777)
+    throughput_off = 2.0                # measured profile this far off: profile again
 """
 
 from __future__ import annotations
@@ -266,6 +268,8 @@ class UsageSection(_Checked):
     min_jobs: int = 1
     min_observed_s: float = 300.0
     headroom: float = 1.25
+    progress_dir: str = ""
+    throughput_off: float = 2.0
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -277,6 +281,9 @@ class UsageSection(_Checked):
         _range(out, "min_jobs", self.min_jobs, 1, 1000)
         _range(out, "min_observed_s", self.min_observed_s, 0, 30 * 86400)
         _range(out, "headroom", self.headroom, 1, 100)
+        _range(out, "throughput_off", self.throughput_off, 1, 100, lo_open=True)
+        if self.progress_dir and not self.progress_dir.startswith("/"):
+            out.append(f"progress_dir = {self.progress_dir!r}: must be an absolute path")
         return out
 
 

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import click
 
+from ..config import ConfigError, load_config
 from ..hook.explain import explain, read_script
 from ..hook.sbatch_args import (
     SbatchArgError,
@@ -202,7 +203,8 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         return
     try:
         proc = subprocess.run(argv, input=script_text, text=script_text is not None,
-                              check=False, timeout=SBATCH_TIMEOUT_S)
+                              check=False, timeout=SBATCH_TIMEOUT_S,
+                              env=progress_env(config_path))
     except FileNotFoundError:
         raise Failed("sbatch not found") from None
     except subprocess.TimeoutExpired:
@@ -210,6 +212,19 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
                      "or unreachable); the job may still have been submitted: check "
                      "squeue --me") from None
     sys.exit(proc.returncode)
+
+
+def progress_env(config_path) -> dict[str, str]:
+    """sbatch's environment: the user's, and where the job may report its progress
+    (``[usage] progress_dir``; sbatch exports the environment to the job by default)."""
+    env = dict(os.environ)
+    try:
+        where = load_config(config_path).usage.progress_dir
+    except ConfigError:
+        where = ""     # a broken config is the admin's to fix; the job is submitted as is
+    if where:
+        env["SYNERGY_PROGRESS_DIR"] = where
+    return env
 
 
 def read_script_of(args: Sequence[str]) -> str:

@@ -64,10 +64,12 @@ class AutoProfiler:
 
     def round(self, snap: Snapshot, managed: Iterable[SlurmJob],
               profiles: Mapping[str, Profile],
-              types_of: Callable[[SlurmJob], frozenset[str]], now: float
-              ) -> list[ProfilingEvent]:
+              types_of: Callable[[SlurmJob], frozenset[str]], now: float,
+              stale: frozenset[str] = frozenset()) -> list[ProfilingEvent]:
         """``types_of``: the GPU types a job may run on (``observe.Pool.types``); a key is
-        profiled per type (its slot ``KEY@TYPE``), on a node of that type."""
+        profiled per type (its slot ``KEY@TYPE``), on a node of that type. ``stale``:
+        measured profiles (slots) a job's progress is far off: profiled again, at most
+        once per ``retry_after_s``, the old profile serving until the new one is stored."""
         events = self._collect(snap, now)
         if not self.p.auto:
             return events
@@ -78,13 +80,16 @@ class AutoProfiler:
             if key is None or not KEY_RE.match(key):
                 continue
             types = types_of(job)
-            if pick_profile(profiles, key, types) is not None:
+            known = pick_profile(profiles, key, types)
+            again = known is not None and known.slot in stale
+            if known is not None and not again:
                 continue
-            slot = profile_slot(key, next(iter(types))) if len(types) == 1 else key
+            slot = known.slot if again else (
+                profile_slot(key, next(iter(types))) if len(types) == 1 else key)
             rec = records.get(slot)
             if slot in stored_now or (rec is not None and (
-                    rec["status"] in ("submitted", "stored") or
-                    now - (rec["finished"] or rec["submitted"] or 0) < self.p.retry_after_s)):
+                    rec["status"] == "submitted" or (rec["status"] == "stored" and not again)
+                    or now - (rec["finished"] or rec["submitted"] or 0) < self.p.retry_after_s)):
                 continue
             if len(types) > 1:
                 events.append(self._fail_submit(

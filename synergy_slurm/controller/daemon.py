@@ -31,6 +31,7 @@ from ..core import (
     Resources,
     get_allocator,
     get_policy,
+    pick_profile,
     plan_round,
     usable_profiles,
 )
@@ -73,6 +74,7 @@ from .usage import (
     record,
     rule_of,
     samples,
+    stale_slots,
     suspect_caps,
     verdicts,
 )
@@ -126,6 +128,7 @@ class Controller:
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
         self._owners: dict[str, str] = {}
+        self._stale_seen: set[str] = set()
         self._logged_lowering: bool | None = None
         # Why lowering running jobs' memory is off (None: it is on where Slurm can).
         self._no_shrink: str | None = (None if c.shrink_running_memory else
@@ -209,8 +212,8 @@ class Controller:
                     strays.append(Action(job.job_id, RELEASE, None, None,
                                          f"not managed ({v.reason}): released as submitted",
                                          job.user))
-        events = self._profile_unknown(rid, snap, managed, profiles, found, now)
-        self._watch_usage(rid, managed, found, now)
+        stale = self._watch_usage(rid, managed, found, profiles, now)
+        events = self._profile_unknown(rid, snap, managed, profiles, found, now, stale)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
         can_lower = self._lowers_pending()
@@ -320,27 +323,38 @@ class Controller:
         return can
 
     def _watch_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
-                     now: float) -> None:
+                     profiles: dict[str, Profile], now: float) -> frozenset[str]:
         """The closed loop (:mod:`.usage`): every few rounds, read what running managed
-        jobs with a profile key use, judge each user's keys and mark the suspect ones. A
-        failure here is logged and counted, never the end of the round."""
-        if not due(self.cfg.usage, rid):
-            return
-        fairs = {p.partition: p.cluster.fair for p in found if p.cluster.servers}
-        watched = [Watched(j, key, fairs[j.home_partition]) for j in managed
-                   if j.running and (key := profile_key(j)) and j.home_partition in fairs]
-        watched = pick(watched, self.cfg.usage.max_jobs)
+        jobs with a profile key use, judge each user's keys and mark the suspect ones.
+        Returns the measured profiles (slots) a job's progress says are stale. A failure
+        here is logged and counted, never the end of the round."""
+        u = self.cfg.usage
+        if not u.enabled:
+            return frozenset()
+        stale = self._stale(rid)
+        if not due(u, rid):
+            return stale
+        by_name = {p.partition: p for p in found if p.cluster.servers}
+        watched = []
+        for j in managed:
+            pool = by_name.get(j.home_partition)
+            key = profile_key(j)
+            if j.running and key and pool is not None:
+                prof = pick_profile(self._for_user(profiles, j.user), key,
+                                    pool.types(j.gpu_type))
+                watched.append(Watched(j, key, pool.cluster.fair, prof))
+        watched = pick(watched, u.max_jobs)
         if not watched:
-            return
+            return stale
         try:
             used = self.reader.usage([w.job for w in watched])
-            rows = samples(watched, used, now)
+            rows = samples(watched, used, now, u.progress_dir)
             self.state.note_usage(rows)
             new = record(self.state, verdicts(self.state, self.usage_rule), now)
         except Exception:
             self.metrics.errors.labels("usage").inc()
             log.exception("reading running jobs' use failed this round")
-            return
+            return stale
         self.metrics.watched.set(len(rows))
         for v in new:
             self.metrics.suspects.inc()
@@ -351,6 +365,21 @@ class Controller:
                 "after": {"profile_key": v.key, "cap_cpus_per_gpu": v.cap.cpus,
                           "cap_mem_gb_per_gpu": round(v.cap.mem_gb, 2)},
                 "reason": v.why()}, v.user, "marked")
+        return self._stale(rid)
+
+    def _stale(self, rid: int) -> frozenset[str]:
+        """Measured profiles a job's progress is far off (logged and audited once each)."""
+        found = stale_slots(self.state.usage(), self.usage_rule, self.cfg.usage.throughput_off)
+        for slot, why in found.items():
+            if slot not in self._stale_seen:
+                self._stale_seen.add(slot)
+                again = ("profiled again" if self.cfg.profiling.auto else
+                         "set [profiling] auto to profile it again")
+                log.warning("profile %s looks stale: %s; %s", slot, why, again)
+                self.audit.write(rid, self.mode, {
+                    "job_id": None, "action": "stale-profile", "before": None,
+                    "after": {"profile_key": slot}, "reason": why}, "", again)
+        return frozenset(found)
 
     def _shrinks_running(self) -> bool:
         """Whether running jobs' memory is lowered in place this round: where this Slurm
@@ -394,8 +423,8 @@ class Controller:
         return job_limits(subjects, [j for j in snap.jobs if j.running], site, fairs)
 
     def _profile_unknown(self, rid: int, snap: Snapshot, managed: list[SlurmJob],
-                         profiles: dict[str, Profile], found: list[Pool], now: float
-                         ) -> list[ProfilingEvent]:
+                         profiles: dict[str, Profile], found: list[Pool], now: float,
+                         stale: frozenset[str] = frozenset()) -> list[ProfilingEvent]:
         """Submit profiling jobs for keys unknown on the jobs' GPU types and import finished
         ones; a failure here is logged and counted, never the end of the round."""
         by_name = {p.partition: p for p in found}
@@ -405,12 +434,15 @@ class Controller:
             return pool.types(job.gpu_type) if pool else frozenset({job.gpu_type or ""})
 
         try:
-            events = self.autoprofiler.round(snap, managed, profiles, types_of, now)
+            events = self.autoprofiler.round(snap, managed, profiles, types_of, now, stale)
         except Exception:
             self.metrics.errors.labels("profiling").inc()
             log.exception("automatic profiling failed this round")
             return []
         for e in events:
+            if e.what == "stored":
+                self.state.forget_usage(e.key)      # measured against the old profile
+                self._stale_seen.discard(e.key)
             self.metrics.actions.labels("profile", e.what).inc()
             self.audit.write(rid, self.mode, {
                 "job_id": e.for_job, "action": "profile", "before": None,

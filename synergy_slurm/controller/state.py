@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS profiling (
 CREATE TABLE IF NOT EXISTS usage (
   job_id INTEGER PRIMARY KEY, key TEXT, user TEXT, granted_cpus INTEGER,
   granted_mem_gb REAL, fair_cpus INTEGER, fair_mem_gb REAL, used_cpus REAL,
-  peak_mem_gb REAL, observed_s REAL, at REAL);
+  peak_mem_gb REAL, observed_s REAL, at REAL, throughput REAL, predicted REAL,
+  slot TEXT);
 CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
 CREATE TABLE IF NOT EXISTS suspects (
   key TEXT, user TEXT, status TEXT, since REAL, cap_cpus INTEGER, cap_mem_gb REAL,
@@ -171,7 +172,8 @@ class StateStore:
         self.db.executemany(
             "INSERT OR REPLACE INTO usage VALUES (:job_id, :key, :user, :granted_cpus, "
             ":granted_mem_gb, :fair_cpus, :fair_mem_gb, :used_cpus, :peak_mem_gb, "
-            ":observed_s, :at)", list(rows))
+            ":observed_s, :at, :throughput, :predicted, :slot)",
+            [{"throughput": None, "predicted": None, "slot": None, **r} for r in rows])
 
     def usage(self, key: str | None = None) -> list[dict]:
         sql, args = "SELECT * FROM usage", ()
@@ -180,6 +182,10 @@ class StateStore:
         cur = self.db.execute(sql + " ORDER BY key, user, job_id", args)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def forget_usage(self, slot: str) -> None:
+        """Drop the use measured against a profile that was just measured again."""
+        self.db.execute("DELETE FROM usage WHERE slot = ?", (slot,))
 
     def suspects(self, key: str | None = None) -> list[dict]:
         if not has_table(self.db, "suspects"):

@@ -8,16 +8,25 @@ peak memory over its GPUs. The latest use of each job is kept in the state datab
 the evidence outlives the job and a restart. A new mark is logged, written to the audit
 log and counted (``synergy_suspect_keys_total``); the cap holds until an admin clears it
 (``synergy profile suspects --clear KEY``).
+
+Where jobs report progress (``[usage] progress_dir``: ``<dir>/<job id>.progress``, lines
+``<seconds> <samples>`` from ``profiler.progress``), a job's recent throughput is set
+beside what its profile predicts at its share (measured profiles only: their throughput is
+in samples per second). A profile ``throughput_off`` times off is stale: with automatic
+profiling on, its key is profiled again.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config import UsageSection
-from ..core import PerGpu
+from ..core import PerGpu, Profile
 from ..core.usage import UNLIMITED, KeyVerdict, UsageRule, UsageSample, judge
 from ..slurm.model import SlurmJob
 from ..slurm.sstat import JobUse
@@ -37,6 +46,7 @@ class Watched:
     job: SlurmJob
     key: str
     fair: PerGpu
+    profile: Profile | None = None     # the profile its plan used
 
 
 def rule_of(section: UsageSection) -> UsageRule:
@@ -54,8 +64,8 @@ def pick(watched: Iterable[Watched], limit: int) -> list[Watched]:
     return sorted(watched, key=lambda w: (w.job.start_time, w.job.job_id))[:limit]
 
 
-def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float
-            ) -> list[dict]:
+def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float,
+            progress_dir: str = "") -> list[dict]:
     """State rows (``StateStore.note_usage``) for the jobs sstat reported."""
     rows = []
     for w in watched:
@@ -64,14 +74,81 @@ def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float
             continue
         elapsed = max(1.0, now - w.job.start_time)
         shape = current_shape(w.job, w.fair)
+        tput = read_progress(progress_dir, w.job.job_id) if progress_dir else None
+        measured = w.profile is not None and w.profile.task == "measured"
+        predicted = (w.profile.at(shape.cpus_per_gpu, shape.mem_per_gpu_mb / MB_PER_GB)
+                     if measured and tput is not None else None)
         rows.append({"job_id": w.job.job_id, "key": w.key, "user": w.job.user,
                      "granted_cpus": shape.cpus_per_gpu,
                      "granted_mem_gb": shape.mem_per_gpu_mb / MB_PER_GB,
                      "fair_cpus": w.fair.cpus, "fair_mem_gb": w.fair.mem_gb,
                      "used_cpus": u.cpu_s / elapsed / w.job.gpus,
                      "peak_mem_gb": u.peak_mem_mb / MB_PER_GB / w.job.gpus,
-                     "observed_s": elapsed, "at": now})
+                     "observed_s": elapsed, "at": now, "throughput": tput,
+                     "predicted": predicted,
+                     "slot": w.profile.slot if w.profile is not None else None})
     return rows
+
+
+# At most this much of a progress file's end is read, and its lines over this window.
+PROGRESS_TAIL_BYTES = 16384
+PROGRESS_WINDOW_S = 120.0
+MIN_PROGRESS_LINES = 5
+
+
+def read_progress(directory: str, job_id: int) -> float | None:
+    """A job's recent throughput (samples/s) from ``<directory>/<job id>.progress``: the
+    samples of its last steps (up to two minutes, after its last restart) over their
+    time. None without enough progress. The file is the job's own: read as untrusted (no
+    symlink followed, its end only, any malformed line ignored)."""
+    path = Path(directory) / f"{int(job_id)}.progress"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - PROGRESS_TAIL_BYTES), os.SEEK_SET)
+        tail = os.read(fd, PROGRESS_TAIL_BYTES).decode("ascii", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    lines = tail.splitlines()
+    if size > PROGRESS_TAIL_BYTES:
+        lines = lines[1:]          # the first may be cut
+    steps: list[tuple[float, float]] = []
+    for line in lines:
+        parts = line.split()
+        try:
+            t, n = float(parts[0]), float(parts[1])
+        except (IndexError, ValueError):
+            continue
+        if not (math.isfinite(t) and math.isfinite(n) and 0 <= n < 1e9):
+            continue
+        if steps and t < steps[-1][0]:
+            steps = []     # a restart (a new process's clock): only the latest run counts
+        steps.append((t, n))
+    recent = [s for s in steps if s[0] >= steps[-1][0] - PROGRESS_WINDOW_S] if steps else []
+    if len(recent) < MIN_PROGRESS_LINES or recent[-1][0] - recent[0][0] <= 0:
+        return None
+    return sum(n for _, n in recent[1:]) / (recent[-1][0] - recent[0][0])
+
+
+def stale_slots(rows: Iterable[dict], rule: UsageRule, off: float) -> dict[str, str]:
+    """Measured profiles (by slot) a watched job's throughput is ``off`` times off, with
+    why."""
+    out = {}
+    for r in rows:
+        tput, pred = r.get("throughput"), r.get("predicted")
+        if (tput is None or not pred or r["observed_s"] < rule.min_observed_s
+                or not r.get("slot")):
+            continue
+        ratio = tput / pred
+        if ratio > off or ratio < 1 / off:
+            out[r["slot"]] = (f"job {r['job_id']} ran at {tput:.3g} samples/s where the "
+                              f"profile predicts {pred:.3g} at its share ({ratio:.2f}x)")
+    return out
 
 
 def verdicts(state: StateStore, rule: UsageRule) -> dict[tuple[str, str], KeyVerdict]:

@@ -333,3 +333,43 @@ def test_the_closed_loop_catches_a_key_that_sleeps_and_not_an_honest_one(env):
     [act] = [a for a in res.actions if a.job_id == nxt]
     assert act.after.cpus_per_gpu == 3, act
     assert SlurmReader(cli).job_fields(nxt)["CpusPerTres"].endswith(":3")
+
+
+def test_a_measured_profile_far_off_a_jobs_progress_is_stale(env):
+    """The job reports its progress (SYNERGY_PROGRESS_DIR, as synergy-sbatch exports it):
+    about 200 samples/s where its measured profile predicts 1000. The closed loop reads
+    it, and the profile is found stale (audit log; with automatic profiling off, not
+    profiled again)."""
+    from synergy_slurm.profiles.build import build_profile
+    from synergy_slurm.profiles.store import ProfileStore
+
+    cli, tmp = env["cli"], env["tmp"]
+    progress = tmp / "progress"
+    progress.mkdir(mode=0o1777)
+    progress.chmod(0o1777)
+    doc = tomllib.loads(env["cfg_path"].read_text())
+    ProfileStore(doc["profiles"]["store"]).put(
+        build_profile("slowkey", {1: 1000.0, 3: 1000.0, 12: 1000.0}), measured_points=3,
+        source="profiler")
+    doc["usage"] = {"every_rounds": 1, "min_observed_s": 6, "progress_dir": str(progress)}
+    cfg = config_from_dict(doc)
+    script = ('while :; do printf "%s 100\\n" "$(date +%s.%N)" >> '
+              '"$SYNERGY_PROGRESS_DIR/$SLURM_JOB_ID.progress"; sleep 0.5; done')
+    jid = submit(cli, script, "--gpus=1", "--comment=synergy:profile=slowkey",
+                 f"--export=ALL,SYNERGY_PROGRESS_DIR={progress}", "-o", "/dev/null", tmp=tmp)
+    wait_for(cli, jid, {"RUNNING"}, 60)
+    ctl = Controller(cfg)
+    t0 = time.monotonic()
+    stale: list[dict] = []
+    while time.monotonic() - t0 < 40 and not stale:
+        time.sleep(2)
+        ctl.run_round()
+        log = tmp / "audit.jsonl"
+        audit = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        stale = [a for a in audit if a["action"] == "stale-profile"]
+    [row] = [r for r in ctl.state.usage() if r["job_id"] == jid]
+    print(f"\nprogress {row['throughput']:.0f} samples/s against {row['predicted']:.0f} "
+          f"predicted; stale after {time.monotonic() - t0:.0f} s")
+    assert 100 < row["throughput"] < 300 and row["predicted"] == 1000
+    assert stale and stale[0]["after"]["profile_key"] == "slowkey"
+    assert "set [profiling] auto" in stale[0]["result"]
