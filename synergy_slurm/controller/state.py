@@ -176,24 +176,24 @@ class StateStore:
             [{"throughput": None, "predicted": None, "slot": None, **r} for r in rows])
 
     def usage(self, key: str | None = None) -> list[dict]:
-        sql, args = "SELECT * FROM usage", ()
-        if key is not None:
-            sql, args = sql + " WHERE key = ?", (key,)
-        cur = self.db.execute(sql + " ORDER BY key, user, job_id", args)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur]
+        return self._by_key("usage", key, "key, user, job_id")
 
     def forget_usage(self, slot: str) -> None:
         """Drop the use measured against a profile that was just measured again."""
         self.db.execute("DELETE FROM usage WHERE slot = ?", (slot,))
 
     def suspects(self, key: str | None = None) -> list[dict]:
-        if not has_table(self.db, "suspects"):
-            return []   # a state file of an older version, read-only
-        sql, args = "SELECT * FROM suspects", ()
+        return self._by_key("suspects", key, "key, user")
+
+    def _by_key(self, table: str, key: str | None, order: str) -> list[dict]:
+        """Rows of a closed-loop table (all, or one key's); none from a state file of an
+        earlier version, opened read-only."""
+        if not has_table(self.db, table):
+            return []
+        sql, args = f"SELECT * FROM {table}", ()
         if key is not None:
             sql, args = sql + " WHERE key = ?", (key,)
-        cur = self.db.execute(sql + " ORDER BY key, user", args)
+        cur = self.db.execute(f"{sql} ORDER BY {order}", args)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
