@@ -328,12 +328,15 @@ class Controller:
         jobs with a profile key use, judge each user's keys and mark the suspect ones.
         Returns the measured profiles (slots) a job's progress says are stale. A failure
         here is logged and counted, never the end of the round."""
-        u = self.cfg.usage
-        if not u.enabled:
+        if not self.cfg.usage.enabled:
             return frozenset()
-        stale = self._stale(rid)
-        if not due(u, rid):
-            return stale
+        if due(self.cfg.usage, rid):
+            self._read_usage(rid, managed, found, profiles, now)
+        return self._stale(rid)
+
+    def _read_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
+                    profiles: dict[str, Profile], now: float) -> None:
+        u = self.cfg.usage
         by_name = {p.partition: p for p in found if p.cluster.servers}
         watched = []
         for j in managed:
@@ -345,7 +348,7 @@ class Controller:
                 watched.append(Watched(j, key, pool.cluster.fair, prof))
         watched = pick(watched, u.max_jobs)
         if not watched:
-            return stale
+            return
         try:
             used = self.reader.usage([w.job for w in watched])
             rows = samples(watched, used, now, u.progress_dir)
@@ -354,7 +357,7 @@ class Controller:
         except Exception:
             self.metrics.errors.labels("usage").inc()
             log.exception("reading running jobs' use failed this round")
-            return stale
+            return
         self.metrics.watched.set(len(rows))
         for v in new:
             self.metrics.suspects.inc()
@@ -365,7 +368,6 @@ class Controller:
                 "after": {"profile_key": v.key, "cap_cpus_per_gpu": v.cap.cpus,
                           "cap_mem_gb_per_gpu": round(v.cap.mem_gb, 2)},
                 "reason": v.why()}, v.user, "marked")
-        return self._stale(rid)
 
     def _stale(self, rid: int) -> frozenset[str]:
         """Measured profiles a job's progress is far off (logged and audited once each)."""

@@ -44,6 +44,10 @@ CREATE TABLE IF NOT EXISTS suspects (
 """
 
 
+# How long the closed loop keeps a job's last use as evidence.
+USAGE_KEEP_S = 30 * 86400.0
+
+
 class StateStore:
     def __init__(self, path: str | Path, readonly: bool = False) -> None:
         """The controller opens it for writing (one controller, from whichever thread runs
@@ -167,8 +171,10 @@ class StateStore:
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
 
     # -- the closed loop (controller/usage.py) --------------------------------------------
-    def note_usage(self, rows: Iterable[dict]) -> None:
-        """The latest use of running jobs (one row per job, replaced as it runs on)."""
+    def note_usage(self, rows: Iterable[dict], keep_s: float = USAGE_KEEP_S) -> None:
+        """The latest use of running jobs (one row per job, replaced as it runs on); rows
+        not updated for ``keep_s`` are dropped (the evidence of the last month counts)."""
+        self.db.execute("DELETE FROM usage WHERE at < ?", (time.time() - keep_s,))
         self.db.executemany(
             "INSERT OR REPLACE INTO usage VALUES (:job_id, :key, :user, :granted_cpus, "
             ":granted_mem_gb, :fair_cpus, :fair_mem_gb, :used_cpus, :peak_mem_gb, "
