@@ -64,7 +64,12 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
               type=click.FloatRange(1, 3600),
               help="Planning rounds of the replay: the cadence of your scheduler (Slurm's "
               "sched_interval, 60 s unless SchedulerParameters says otherwise).")
-@click.option("--restart-cost", default=0.0, show_default=True, type=click.FloatRange(0))
+@click.option("--restart-cost", default=None, type=click.FloatRange(0),
+              help="Seconds a requeue costs a job. Default: [controller] restart_cost_s.")
+@click.option("--requeue-budget", default=None, type=click.IntRange(0),
+              help="Requeues per round in the synergy replay, of jobs that opted in "
+              "(synergy:requeue-ok in their comment). Default: [controller] requeue_budget; "
+              "0: none.")
 @click.option("--profiles", "profiles_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Profiles JSON. Default: the config's profiles (file and store), else the "
               "paper's.")
@@ -76,7 +81,8 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
               help="Progress on stderr (default: when stderr is a terminal).")
 def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster_file, servers,
                gpus_per_server, cpus_per_server, mem_per_server, allocator, round_seconds,
-               restart_cost, profiles_path, fmt, report_dir, progress) -> None:
+               restart_cost, requeue_budget, profiles_path, fmt, report_dir,
+               progress) -> None:
     """Replay this site's job history through synergy's scheduler and report what it
     would have changed.
 
@@ -158,8 +164,12 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                 state["pos"] = pos
 
         try:
-            outcome = replay_mod.run(rp, profiles, cluster, allocator, round_seconds,
-                                     restart_cost, on_round)
+            ctl = cfg.controller
+            outcome = replay_mod.run(
+                rp, profiles, cluster, allocator, round_seconds,
+                ctl.restart_cost_s if restart_cost is None else restart_cost, on_round,
+                ctl.requeue_budget if requeue_budget is None else requeue_budget,
+                ctl.requeue_min_interval_s)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     doc = report.build(rp, outcome, cluster, source, len(skipped), reasons)

@@ -73,6 +73,9 @@ class SimConfig:
     # controller does), at most this many per round, each job at most every interval.
     requeue_budget: int = 0
     requeue_interval_s: float = 0.0
+    # Requeue only trace jobs that opted in (TraceJob.requeue_ok), as the controller does
+    # with a site's jobs; False: any running job (the simulator's generated traces).
+    requeue_opt_in: bool = False
     # With preemptive=False: lower running jobs' memory to what their profiles need, in
     # place (as the controller does where Slurm can: 26.05).
     shrink_memory: bool = False
@@ -213,7 +216,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
                                           ).plan.allocations)
         else:
             allocations = _keep_running(active, here, policy, allocator, requeue, now,
-                                        config.shrink_memory, caps)
+                                        config.shrink_memory, caps, config.requeue_opt_in)
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
@@ -395,7 +398,8 @@ def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
 def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy,
                   allocator: Allocator, rule: RequeueRule, now: float,
                   shrink: bool = False,
-                  caps: Mapping[tuple[str, str], PerGpu] | None = None) -> list[Allocation]:
+                  caps: Mapping[tuple[str, str], PerGpu] | None = None,
+                  opt_in: bool = False) -> list[Allocation]:
     """The controller's model: running jobs keep their allocation (``shrink``: less the
     memory their profiles do not need, no restart), waiting jobs are planned into what is
     left, and running jobs are requeued into idle resources when it pays."""
@@ -404,7 +408,8 @@ def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy
         (name, a.share.times(n)) for a in kept for name, n in a.placement))
     # Running jobs are offered idle resources only when requeues may happen at all.
     running = [(j.spec(caps), j.alloc) for j in active.values()
-               if j.alloc is not None] if rule.budget and allocator.grows_running else []
+               if j.alloc is not None and (j.trace.requeue_ok or not opt_in)
+               ] if rule.budget and allocator.grows_running else []
     waiting = [j.spec(caps) for j in active.values() if j.alloc is None]
     last = {j.trace.job_id: j.requeued_at for j in active.values()}
     shrinkable = [(j.spec(), j.alloc) for j in active.values()

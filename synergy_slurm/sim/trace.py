@@ -41,6 +41,9 @@ class TraceJob:
     # but runs, and uses cores and memory, as ``true_model``.
     user: str = ""
     true_model: str = ""
+    # A history's job that opted in to requeues (synergy:requeue-ok): with
+    # SimConfig.requeue_opt_in only such jobs are requeued.
+    requeue_ok: bool = False
 
 
 def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> list[TraceJob]:

@@ -137,7 +137,8 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
         # profile's iteration that long), so whole iterations per round lose nothing.
         iterations = round(work / WORK_UNIT_S)
         out.trace.append(TraceJob(job.job_id, model, job.eligible - t0, max(1, iterations),
-                                  job.gpus, job.priority))
+                                  job.gpus, job.priority,
+                                  requeue_ok="synergy:requeue-ok" in job.comment.split()))
         out.jobs[job.job_id] = job
         out.source[job.job_id] = how
     return out

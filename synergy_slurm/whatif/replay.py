@@ -84,8 +84,12 @@ def _times(j: JobResult) -> Times:
 
 def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
         allocator: str = "tune", round_s: float = 60.0, restart_cost_s: float = 0.0,
-        on_round: Callable[[str, float], None] | None = None) -> Outcome:
-    """The proportional and the synergy replay of ``replay`` on ``cluster``."""
+        on_round: Callable[[str, float], None] | None = None, requeue_budget: int = 0,
+        requeue_interval_s: float = 0.0) -> Outcome:
+    """The proportional and the synergy replay of ``replay`` on ``cluster``. In the
+    synergy replay, running jobs that opted in (``synergy:requeue-ok``) are requeued into
+    idle resources as the controller would: at most ``requeue_budget`` a round, each at
+    most every ``requeue_interval_s``, when the time saved beats ``restart_cost_s``."""
     if not replay.trace:
         raise ValueError("nothing to replay: no GPU job in the history ran")
     actual = {jid: Times(jid, j.eligible - replay.t0,
@@ -97,9 +101,12 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
     policy = replay_policy(replay)
     results = {}
     for name, alloc in (("proportional", "proportional"), ("synergy", allocator)):
+        opted = any(t.requeue_ok for t in trace) and alloc != "proportional"
         cfg = SimConfig(cluster, policy=policy, allocator=alloc, round_s=round_s,
                         restart_cost_s=restart_cost_s, preemptive=False,
-                        background=tuple(replay.background))
+                        background=tuple(replay.background),
+                        requeue_budget=requeue_budget if opted else 0,
+                        requeue_interval_s=requeue_interval_s, requeue_opt_in=True)
         cb = (lambda now, _done, n=name: on_round(n, now)) if on_round else None
         results[name] = simulate(trace, profiles, cfg, on_round=cb)
     return Outcome(actual, results["proportional"], results["synergy"])

@@ -32,6 +32,8 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, source: str,
                                            "mem_gb_per_gpu": cluster.fair.mem_gb}},
         "replayed": len(replay.trace),
         "order": outcome.proportional.config.policy,
+        "requeue_ok": sum(t.requeue_ok for t in replay.trace),
+        "requeues": sum(j.restarts for j in outcome.synergy.jobs),
         "profiles": dict(sorted(Counter(replay.source.values()).items())),
         "left_out": dict(sorted(replay.left_out.items())),
         "notes": dict(sorted(replay.notes.items())),
@@ -60,7 +62,9 @@ def as_text(doc: dict) -> str:
              "profiles: " + ", ".join(f"{n} {k}" for k, n in doc["profiles"].items()),
              "order: " + ("Slurm's, by the priority sacct recorded for each job"
                           if doc["order"] == "slurm" else "arrival (the history has no "
-                          "priority for every job)")]
+                          "priority for every job)"),
+             f"requeues: {doc['requeues']} in the synergy replay, of the "
+             f"{doc['requeue_ok']} jobs that opted in (synergy:requeue-ok)"]
     if doc["profiles"].get("unknown"):
         lines.append("  (unknown jobs run proportional in both replays: synergy changes "
                      "nothing for them)")

@@ -85,6 +85,28 @@ def test_the_replay_starts_jobs_in_the_order_slurm_gave_them(paper_profiles):
     assert out.proportional.config.policy == "fifo" and t[1].start < t[2].start
 
 
+def test_only_jobs_that_opted_in_are_requeued_in_the_synergy_replay(paper_profiles):
+    """An alexnet job starts with the 3 cores a 7-GPU job leaves it; when that job ends,
+    the controller would requeue it into 12 if it opted in (synergy:requeue-ok), and the
+    replay does too, charging the restart; without the opt-in it keeps its 3 cores."""
+    def replay_of(comment):
+        return build_replay([hjob(1, end=20_000.0, comment=comment),
+                             hjob(2, end=3600.0, gpus=7, cpus=21, mem=7 * 62_500.0)],
+                            paper_profiles, FAIR, ["s0"])
+    cluster = ClusterState.uniform(1)
+    opted = replay_of("synergy:profile=alexnet synergy:requeue-ok")
+    assert [t.requeue_ok for t in opted.trace] == [True, False]
+    out = run(opted, paper_profiles, cluster, "tune", round_s=60.0, restart_cost_s=120.0,
+              requeue_budget=2)
+    restarts = {j.job_id: j.restarts for j in out.synergy.jobs}
+    assert restarts == {1: 1, 2: 0}
+    assert out.times("synergy")[1].end < out.times("proportional")[1].end
+    plain = run(replay_of("synergy:profile=alexnet"), paper_profiles, cluster, "tune",
+                round_s=60.0, restart_cost_s=120.0, requeue_budget=2)
+    assert {j.restarts for j in plain.synergy.jobs} == {0}
+    assert out.times("synergy")[1].end < plain.times("synergy")[1].end
+
+
 def test_rules_then_assumed_mix_then_unknown(paper_profiles):
     hist = [hjob(1, name="resnet-50"), hjob(2, name="bert", account="nlp"), hjob(3),
             hjob(4, name="resnet", comment="synergy:profile=gnmt"),
