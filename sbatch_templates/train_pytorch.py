@@ -213,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     if distributed:
         dist.destroy_process_group()
     if stop["sig"] is not None:
-        print(f"signal {stop['sig']}: checkpointed at step {step}", flush=True)
+        # Only the rank that wrote the checkpoint says so: another rank's word would claim
+        # a step that rank 0, killed before it could save, never wrote.
+        saved = bool(args.checkpoint) and rank == 0 and not profiling
+        print(f"signal {stop['sig']}: {'checkpointed' if saved else 'stopped'} at step "
+              f"{step}", flush=True)
         return 0 if stop["sig"] == signal.SIGUSR1 else 143
     print(f"finished at step {step}", flush=True)
     return 0

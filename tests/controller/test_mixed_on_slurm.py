@@ -22,6 +22,7 @@ from synergy_slurm.slurm.reader import SlurmReader
 
 from ..conftest import TEST_SLURM, shared_dir
 from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
+from .test_priority_on_slurm import fair_share_reorders
 
 pytestmark = pytest.mark.slurm
 PORT = int(os.environ.get("SYNERGY_TEST_MIXED_PORT", "16957"))
@@ -175,3 +176,12 @@ def test_a_qos_limit_caps_a_raise_in_a_partition_with_its_own_share(env):
         cancel_all(cli)
         cli.run("sacctmgr", ["-i", "modify", "user", "root", "set", "qos-=symix"])
         cli.run("sacctmgr", ["-i", "delete", "qos", "symix"])
+
+
+def test_fair_share_reorders_jobs_on_the_mixed_cluster_and_the_plan_follows(env, mixed):
+    """The fair-share test of test_priority_on_slurm.py on this site's shape: jobs that
+    take all four nodes of partition 'all' (A100 and H100), one at a time."""
+    cli, _, tmp = env
+    fair_share_reorders(cli, mixed, tmp, ("-p", "all", "-N4", "--exclusive",
+                                          "--gpus-per-node=4"))
+

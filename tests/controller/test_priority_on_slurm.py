@@ -59,12 +59,17 @@ def raw_usage(slurm_cli, account: str) -> int:
 
 
 def test_fair_share_reorders_jobs_and_the_plan_follows(slurm_cli, slurm_cluster, tmp_path):
+    fair_share_reorders(slurm_cli, slurm_cluster, tmp_path, WHOLE_CLUSTER)
+
+
+def fair_share_reorders(slurm_cli, slurm_cluster, tmp_path, whole: tuple[str, ...]) -> None:
     """lab-a has used the cluster, lab-b has not: with multifactor priority Slurm starts
-    lab-b's job before lab-a's older one, and the `slurm` policy plans them in that order."""
+    lab-b's job before lab-a's older one, and the `slurm` policy plans them in that order.
+    ``whole``: the options of a job that takes every GPU node."""
     cancel_all(slurm_cli)
     (slurm_cluster.etc / TABLE_NAME).unlink(missing_ok=True)
     base_a, base_b = raw_usage(slurm_cli, "lab-a"), raw_usage(slurm_cli, "lab-b")
-    hog = submit(slurm_cli, "sleep 300", *WHOLE_CLUSTER, "-A", "lab-a", "-o", "/dev/null",
+    hog = submit(slurm_cli, "sleep 300", *whole, "-A", "lab-a", "-o", "/dev/null",
                  tmp=tmp_path)
     wait_for(slurm_cli, hog, {"RUNNING"})
     # Usage is charged when priority/multifactor recalculates (PriorityCalcPeriod=1 min).
@@ -73,13 +78,13 @@ def test_fair_share_reorders_jobs_and_the_plan_follows(slurm_cli, slurm_cluster,
         assert time.monotonic() < deadline, "lab-a was never charged for its usage"
         time.sleep(2)
     slurm_cli.run("scancel", [str(hog)])
-    blocker = submit(slurm_cli, "sleep 5", *WHOLE_CLUSTER, "-A", "lab-a", "-o", "/dev/null",
+    blocker = submit(slurm_cli, "sleep 5", *whole, "-A", "lab-a", "-o", "/dev/null",
                      tmp=tmp_path)
     wait_for(slurm_cli, blocker, {"RUNNING"})
-    older = submit(slurm_cli, "sleep 1", *WHOLE_CLUSTER, "-A", "lab-a", "-o", "/dev/null",
+    older = submit(slurm_cli, "sleep 1", *whole, "-A", "lab-a", "-o", "/dev/null",
                    "--comment=synergy:profile=alexnet", tmp=tmp_path)
     time.sleep(1)
-    newer = submit(slurm_cli, "sleep 1", *WHOLE_CLUSTER, "-A", "lab-b", "-o", "/dev/null",
+    newer = submit(slurm_cli, "sleep 1", *whole, "-A", "lab-b", "-o", "/dev/null",
                    "--comment=synergy:profile=alexnet", tmp=tmp_path)
     assert raw_usage(slurm_cli, "lab-b") == base_b
     snap = SlurmReader(slurm_cli).snapshot()
