@@ -370,7 +370,10 @@ class Controller:
                 "reason": v.why()}, v.user, "marked")
 
     def _stale(self, rid: int) -> frozenset[str]:
-        """Measured profiles a job's progress is far off (logged and audited once each)."""
+        """Measured profiles a job's progress is far off (logged and audited once each);
+        none to look for where jobs report no progress (no ``progress_dir``)."""
+        if not self.cfg.usage.progress_dir:
+            return frozenset()
         found = stale_slots(self.state.usage(), self.usage_rule, self.cfg.usage.throughput_off)
         for slot, why in found.items():
             if slot not in self._stale_seen:
