@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "emulate": {"core", "profiles", "vocabulary"},
     "demo": {"core", "slurm", "vocabulary"},
     "cli": {"*"},
+    "__main__": {"cli"},
 }
 # Third-party packages a part may import (the standard library is always allowed).
 THIRD_PARTY: dict[str, set[str]] = {

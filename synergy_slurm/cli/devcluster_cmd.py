@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import click
 
 from .. import devcluster
+from ..devcluster import inroot
 from ..devcluster.conf import DEFAULT_PORT, DevClusterSpec, local_spec
-from ..devcluster.releases import DEFAULT_CACHE, RELEASES
+from ..devcluster.releases import DEFAULT_CACHE, RELEASES, SUITES, ReleaseError, resolve
 from ..site import shipped_sites
 from .errors import BadInput, Failed
 from .options import cluster_option_value
@@ -150,3 +152,53 @@ def down_cmd(state_dir: Path) -> None:
     except devcluster.DevClusterError as exc:
         raise BadInput(str(exc)) from None
     click.echo("stopped: " + (", ".join(ended) if ended else "nothing was running"), err=True)
+
+
+@dev_cluster.command("venv")
+@click.option("--slurm", "release", type=click.Choice(sorted(SUITES)), required=True,
+              help="The release whose root gets the venv (not the system's own).")
+@click.option("--pyslurm", "source", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="pyslurm's source tarball for that release (each pyslurm release binds "
+              "one Slurm release: 24.11.x for Slurm 24.11).")
+@CACHE_OPTION
+def venv_cmd(release: str, source: Path, cache: Path) -> None:
+    """Build, once, a Python venv inside a release's root with synergy's dependencies and
+    pyslurm compiled from SOURCE against that root's libslurm (about 4 minutes on 2 cores;
+    kept with the root and rebuilt only when SOURCE or the dependencies change). Needs
+    root and Debian's package registry (the build tools go into the root).
+
+    Then ``synergy dev-cluster exec`` runs synergy there, beside the cluster's Slurm,
+    where ``[slurm] reader = "auto"`` picks pyslurm. Prints the venv's path in the root.
+    """
+    try:
+        install = resolve(release, cache.resolve())
+        if install.root is None:
+            raise BadInput(f"Slurm {release} is this system's own: build pyslurm for it on "
+                           "the host (docs/admin-guide.md)")
+        venv = inroot.ensure_venv(install, source)
+    except ReleaseError as exc:
+        raise Failed(str(exc)) from None
+    click.echo(f"{install.root}{venv}")
+
+
+@dev_cluster.command("exec", context_settings={"ignore_unknown_options": True})
+@DIR_OPTION
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def exec_cmd(state_dir: Path, argv: tuple[str, ...]) -> None:
+    """Run ARGV inside the cluster's root, with the venv of ``synergy dev-cluster venv``
+    first on PATH, this checkout importable and SLURM_CONF set: as a controller host
+    with that Slurm installed would. For example:
+
+        synergy dev-cluster exec --dir D -- python -m synergy_slurm controller run --once
+
+    It runs in the current directory, which must be inside what the root sees of the
+    host (/tmp, /home, this checkout, the cluster's --bind directories). Exits with
+    ARGV's exit code. Needs root (the root is entered with chroot).
+    """
+    spec = devcluster.existing_spec(state_dir)
+    try:
+        cmd = inroot.cluster_command(spec, list(argv), cwd=Path.cwd())
+    except ReleaseError as exc:
+        raise BadInput(str(exc)) from None
+    raise SystemExit(subprocess.run(cmd, check=False).returncode)
