@@ -6,6 +6,8 @@ the key, so a typo never silently changes behaviour.
     [slurm]
     conf = "/etc/slurm/slurm.conf"      # SLURM_CONF for the commands we run
     timeout_s = 30
+    reader = "auto"                     # auto | json | pyslurm (pyslurm only when built
+                                        # for the running Slurm's release)
 
     [hook]
     dir = "/etc/slurm"                  # where job_submit.lua and its table live
@@ -111,10 +113,16 @@ class SlurmSection(_Checked):
     # Where Slurm's commands are (squeue, sbatch, ...), when not on PATH: e.g. a release
     # installed beside the system's, or a dev cluster's wrappers (synergy dev-cluster up).
     bindir: str = ""
+    # How jobs and nodes are read: "json" (squeue/scontrol --json, every release),
+    # "pyslurm" (pyslurm, which must be built for the running release), "auto" (pyslurm
+    # where that holds, else json; logged).
+    reader: str = "auto"
 
     def problems(self) -> list[str]:
         out: list[str] = []
         _range(out, "timeout_s", self.timeout_s, 0, 3600, lo_open=True)
+        if self.reader not in ("auto", "json", "pyslurm"):
+            out.append(f"reader = {self.reader!r}: choose auto, json or pyslurm")
         if self.bindir and not self.bindir.startswith("/"):
             out.append(f"bindir = {self.bindir!r}: must be an absolute directory")
         return out

@@ -42,7 +42,7 @@ from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
-from ..slurm.reader import SlurmReader
+from ..slurm.reader import SlurmReader, make_reader
 from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
 from ..vocabulary import MB_PER_GB
 from .actions import (
@@ -111,7 +111,7 @@ class Controller:
         c = cfg.controller
         self.mode = mode or c.mode
         self.cli = cli or SlurmCLI.for_config(cfg.slurm)
-        self.reader = reader or SlurmReader(self.cli)
+        self.reader = reader or make_reader(self.cli, cfg.slurm.reader)
         self.writer = writer or SlurmWriter(self.cli, enforce=self.mode == "enforce")
         self.state = state or StateStore(c.state_db)
         self.audit = audit or AuditLog(c.audit_log)

@@ -144,14 +144,16 @@ def _split_top(spec: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
-def load_document(raw: str | bytes, key: str) -> list[Any]:
+def load_document(raw: str | bytes | Mapping, key: str) -> list[Any]:
     """The list under ``key`` of a JSON document from squeue/sinfo."""
     return _document(raw, key)[1]
 
 
-def _document(raw: str | bytes, key: str) -> tuple[dict, list[Any]]:
+def _document(raw: str | bytes | Mapping, key: str) -> tuple[dict, list[Any]]:
+    """The document (the command's JSON text, or the same already as a dict: the pyslurm
+    reader's) and its list of records under ``key``."""
     try:
-        doc = json.loads(raw)
+        doc = raw if isinstance(raw, Mapping) else json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ParseError(f"not JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -191,7 +193,7 @@ def _each(records: list[Any], parse, what: str, ident: str) -> tuple[list, list[
     return good, skipped
 
 
-def parse_jobs(raw: str | bytes) -> tuple[list[SlurmJob], list[Skipped]]:
+def parse_jobs(raw: str | bytes | Mapping) -> tuple[list[SlurmJob], list[Skipped]]:
     doc, records = _document(raw, "jobs")
     # 24.x requests show a node's whole memory for every job without --mem: a pending
     # job's --mem cannot be told from the partition's memory per GPU there.
@@ -375,7 +377,7 @@ def _count_cores(sockets: Any) -> int:
 
 
 # -- nodes -------------------------------------------------------------------------------
-def parse_nodes(raw: str | bytes) -> tuple[list[SlurmNode], list[Skipped]]:
+def parse_nodes(raw: str | bytes | Mapping) -> tuple[list[SlurmNode], list[Skipped]]:
     return _each(load_document(raw, "nodes"), parse_node, "node", "name")
 
 

@@ -10,13 +10,15 @@ records); partition defaults from ``scontrol show partition -o`` on every releas
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI, SlurmError
 from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qos
 from .model import Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
+from .pyslurm_records import allocation, job_record, meta, node_record
 from .release import Release, detect
 from .sstat import SSTAT_FIELDS, JobUse, parse_sstat, sstat_name
 
@@ -115,7 +117,8 @@ class SlurmReader:
         return parse_kv_line(line)
 
 
-def build_snapshot(jobs_raw: str, nodes_raw: str, parts_raw: str) -> Snapshot:
+def build_snapshot(jobs_raw: str | Mapping, nodes_raw: str | Mapping, parts_raw: str
+                   ) -> Snapshot:
     jobs, js = parse_jobs(jobs_raw)
     nodes, ns = parse_nodes(nodes_raw)
     parts, ps = parse_partitions(parts_raw)
@@ -127,43 +130,67 @@ def build_snapshot(jobs_raw: str, nodes_raw: str, parts_raw: str) -> Snapshot:
                     tuple(skipped))
 
 
-def make_reader(cli: SlurmCLI, running_version: str | None = None) -> SlurmReader:
-    """The reader to use: pyslurm's when an importable pyslurm was built for the running
-    Slurm (same major.minor), else the command-line reader (every version we run).
+READERS = ("auto", "json", "pyslurm")
 
-    PyPI's pyslurm exists only for Slurm 25.11, so on Debian's 22.05 and 24.11 this is
-    always the command-line reader.
+
+def make_reader(cli: SlurmCLI, choice: str = "auto") -> SlurmReader:
+    """The reader ``[slurm] reader`` asks for. "json": the command-line reader (every
+    release). "pyslurm": pyslurm's, which must be importable and built for the running
+    Slurm's release (else :class:`SlurmError`). "auto": pyslurm's when that holds, else the
+    command-line reader; the choice and its reason are logged.
+
+    Each pyslurm release binds one Slurm release (pyslurm 24.11.x, Slurm 24.11): a pyslurm
+    built for another would read the wrong memory layout, so a mismatch is never used.
     """
+    if choice not in READERS:
+        raise ValueError(f"reader {choice!r}: choose from {', '.join(READERS)}")
+    if choice == "json":
+        return SlurmReader(cli)
     try:
         import pyslurm  # type: ignore[import-not-found]
-    except ImportError:
-        return SlurmReader(cli)
+    except ImportError as exc:
+        return _fall_back(cli, choice, f"pyslurm is not importable ({exc})")
     built = str(getattr(pyslurm, "__version__", ""))
-    if running_version is None:
-        try:
-            running_version = cli.run("sinfo", ["--version"]).split()[-1]
-        except Exception as exc:
-            log.info("not using pyslurm: cannot read Slurm's version (%s)", exc)
-            return SlurmReader(cli)
-    if built.split(".")[:2] != running_version.split(".")[:2]:
-        log.info("not using pyslurm %s with Slurm %s", built, running_version)
-        return SlurmReader(cli)
-    return PyslurmReader(cli, pyslurm)
+    try:
+        running = detect(cli)
+    except SlurmError as exc:
+        return _fall_back(cli, choice, f"cannot read Slurm's release ({exc})")
+    if built.split(".")[:2] != [str(running.major), f"{running.minor:02d}"]:
+        return _fall_back(cli, choice, f"pyslurm {built or '?'} is built for another "
+                          f"release than the running Slurm {running}")
+    log.info("reading Slurm %s with pyslurm %s", running, built)
+    return PyslurmReader(cli, pyslurm, running)
+
+
+def _fall_back(cli: SlurmCLI, choice: str, why: str) -> SlurmReader:
+    if choice == "pyslurm":
+        raise SlurmError(f"[slurm] reader = \"pyslurm\", but {why}")
+    log.info("reading Slurm with its commands' JSON: %s", why)
+    return SlurmReader(cli)
 
 
 class PyslurmReader(SlurmReader):
-    """Jobs and nodes through pyslurm's API (as dicts shaped like squeue/sinfo JSON),
-    partitions still through scontrol. Only chosen by :func:`make_reader`."""
+    """Jobs and nodes through pyslurm (one RPC each, in this process: no command started,
+    no JSON written and read back), partitions still through ``scontrol show partition``
+    (pyslurm 24.11.0's partition reader fails on Debian's 24.11.5 with an OverflowError).
+    The records go through the same parser as the JSON reader's
+    (:mod:`.pyslurm_records`). Only chosen by :func:`make_reader`."""
 
-    def __init__(self, cli: SlurmCLI, module) -> None:
-        super().__init__(cli)
+    def __init__(self, cli: SlurmCLI, module, release: Release) -> None:
+        super().__init__(cli, release)
         self.pyslurm = module
 
     def snapshot(self) -> Snapshot:
-        import json
-
-        jobs = [j.to_dict() for j in self.pyslurm.Jobs.load().values()]
-        nodes = [n.to_dict() for n in self.pyslurm.Nodes.load().values()]
-        parts_raw = self.cli.run("scontrol", ["show", "partition", "-o"])
-        return build_snapshot(json.dumps({"jobs": jobs}, default=str),
-                              json.dumps({"nodes": nodes}, default=str), parts_raw)
+        try:
+            raw_jobs = self.pyslurm.job().get()
+            raw_nodes = self.pyslurm.node().get()
+        except Exception as exc:    # pyslurm raises ValueError and its own RPCError
+            raise SlurmError(f"pyslurm could not read the cluster: {exc}") from None
+        head = meta(str(self.release))
+        snap = build_snapshot({"meta": head, "jobs": [job_record(d) for d in raw_jobs.values()]},
+                              {"meta": head, "nodes": [node_record(d)
+                                                       for d in raw_nodes.values()]},
+                              self.cli.run("scontrol", ["show", "partition", "-o"]))
+        jobs = tuple(replace(j, alloc=allocation(raw_jobs[j.job_id], j))
+                     if j.job_id in raw_jobs else j for j in snap.jobs)
+        return replace(snap, jobs=jobs)

@@ -198,17 +198,40 @@ def test_primitives():
     assert kv["NtasksPerN:B:S:C"] == "0:0:*:*" and kv["Socks/Node"] == "*"
 
 
-def test_reader_falls_back_to_the_command_line_without_a_matching_pyslurm(monkeypatch):
+def test_reader_choice_pyslurm_only_for_its_own_release(monkeypatch, caplog):
+    import logging
     import sys
     import types
 
-    from synergy_slurm.slurm.commands import SlurmCLI
+    from synergy_slurm.slurm.commands import SlurmError
     from synergy_slurm.slurm.reader import PyslurmReader, SlurmReader, make_reader
 
-    cli = SlurmCLI()
+    class Cli:
+        version = "slurm-wlm 24.11.5"
+
+        def run(self, cmd, args, **kw):
+            assert (cmd, args) == ("scontrol", ["--version"])
+            return self.version
+
+    cli = Cli()
+    caplog.set_level(logging.INFO, "synergy_slurm.slurm.reader")
     monkeypatch.setitem(sys.modules, "pyslurm", None)   # not importable
-    assert type(make_reader(cli, "22.05.8")) is SlurmReader
-    fake = types.SimpleNamespace(__version__="25.11.0")
-    monkeypatch.setitem(sys.modules, "pyslurm", fake)
-    assert type(make_reader(cli, "22.05.8")) is SlurmReader
-    assert isinstance(make_reader(cli, "25.11.1"), PyslurmReader)
+    assert type(make_reader(cli, "auto")) is SlurmReader
+    assert "pyslurm is not importable" in caplog.text
+    with pytest.raises(SlurmError, match="not importable"):
+        make_reader(cli, "pyslurm")
+    monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="25.11.0"))
+    caplog.clear()
+    assert type(make_reader(cli, "auto")) is SlurmReader          # built for 25.11
+    assert "pyslurm 25.11.0 is built for another release than the running Slurm 24.11.5" \
+        in caplog.text
+    with pytest.raises(SlurmError, match="another release"):
+        make_reader(cli, "pyslurm")
+    monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="24.11.0"))
+    caplog.clear()
+    chosen = make_reader(cli, "auto")
+    assert isinstance(chosen, PyslurmReader) and str(chosen.release) == "24.11.5"
+    assert "reading Slurm 24.11.5 with pyslurm 24.11.0" in caplog.text
+    assert type(make_reader(cli, "json")) is SlurmReader           # asked for: never pyslurm
+    cli.version = "slurm 22.05.8"
+    assert type(make_reader(cli, "auto")) is SlurmReader
