@@ -1,68 +1,141 @@
 #!/usr/bin/env python3
-"""Time to read and parse 1,000 pending GPU jobs from a real Slurm.
+"""What one read of the cluster costs, by reader: the commands' JSON or pyslurm.
 
-Starts its own dev cluster (state in /tmp/synergy-bench-cluster, port 17917), submits held
-jobs, times SlurmReader.snapshot() (squeue --json + sinfo --json + scontrol show partition)
-and the parsing alone, then stops the cluster. Needs root (like the dev cluster).
+Starts its own dev cluster (Slurm 24.11 from the cached root unless --slurm says
+otherwise; state in /tmp/synergy-bench-cluster, port 17917), holds N pending GPU jobs for
+each N of --jobs, and for each reader runs ``reader.snapshot()`` (jobs, nodes and
+partitions, parsed) --repeat times, inside the release's root with the venv of ``synergy
+dev-cluster venv`` (the same Python for both readers; pyslurm is built there if missing,
+about 4 minutes once). Per read it reports the median wall time, slurmctld's CPU time
+(from /proc, less what it spends idle in the same time) and the reader's own CPU time
+(its process and the commands it starts). Needs root, like the dev cluster.
 
-    python benchmarks/slurm_read.py [--jobs 1000] [--repeat 5] [--json]
+    python benchmarks/slurm_read.py [--reader json,pyslurm] [--jobs 1000,10000] [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from synergy_slurm import devcluster
-from synergy_slurm.devcluster import local_spec
-from synergy_slurm.slurm.reader import SlurmReader, build_snapshot
+HERE = Path(__file__).resolve()
+VENDOR = HERE.parents[2] / "shared" / "vendor" / "pyslurm-24.11.0.tar.gz"
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def inside(reader_name: str, repeat: int, ctld: int) -> dict:
+    """The measurement, run inside the root: ``repeat`` reads with one reader."""
+    from synergy_slurm.slurm.commands import SlurmCLI
+    from synergy_slurm.slurm.reader import make_reader
+
+    cli = SlurmCLI(os.environ["SLURM_CONF"], 300.0)
+    reader = make_reader(cli, reader_name)
+    reader.snapshot()                                   # warm: release read, imports
+    c0, t0 = cpu_seconds(ctld), time.perf_counter()
+    time.sleep(2.0)
+    idle_rate = (cpu_seconds(ctld) - c0) / (time.perf_counter() - t0)
+    walls, pending = [], 0
+    c0, o0, t0 = cpu_seconds(ctld), own_cpu(), time.perf_counter()
+    for _ in range(repeat):
+        t = time.perf_counter()
+        snap = reader.snapshot()
+        walls.append(time.perf_counter() - t)
+        pending = sum(1 for j in snap.jobs if j.pending)
+    elapsed = time.perf_counter() - t0
+    ctld_s = max(0.0, cpu_seconds(ctld) - c0 - idle_rate * elapsed)
+    return {"reader": type(reader).__name__, "pending": pending,
+            "wall_s": statistics.median(walls), "ctld_cpu_s": ctld_s / repeat,
+            "client_cpu_s": (own_cpu() - o0) / repeat}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--reader", default="json,pyslurm",
+                    help="json, pyslurm or both (comma-separated), side by side")
+    ap.add_argument("--jobs", default="1000,10000", help="pending job counts, e.g. 1000,10000")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--slurm", default="24.11", help="the release (pyslurm needs 24.11)")
+    ap.add_argument("--pyslurm-source", type=Path, default=VENDOR)
+    ap.add_argument("--json", action="store_true", help="one JSON document instead of a table")
+    ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ctld-pid", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    spec = local_spec(Path("/tmp/synergy-bench-cluster"), port=17917)
-    devcluster.down(spec)
+    if args.inside:
+        print(json.dumps(inside(args.reader, args.repeat, args.ctld_pid)))
+        return 0
+
+    from synergy_slurm import devcluster
+    from synergy_slurm.devcluster import inroot, local_spec
+    from synergy_slurm.devcluster.cluster import pid_files
+    from synergy_slurm.devcluster.releases import resolve
+
+    readers = args.reader.split(",")
+    counts = sorted(int(n) for n in args.jobs.split(","))
+    if "pyslurm" in readers:
+        inroot.ensure_venv(resolve(args.slurm), args.pyslurm_source)
+    spec = local_spec(Path("/tmp/synergy-bench-cluster"), port=17917, slurm=args.slurm)
+    devcluster.down(devcluster.existing_spec(spec.state_dir))
     _, spec = devcluster.up(spec, timeout_s=90)
+    rows = []
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=120)
-        with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
+        ctld = int(pid_files(spec)["slurmctld"].read_text().split()[0])
+        with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir="/tmp") as f:
             f.write("#!/bin/sh\ntrue\n")
-        t0 = time.perf_counter()
-        for i in range(args.jobs):
-            cli.run("sbatch", ["--hold", f"--gpus={1 + i % 8}", "-o", "/dev/null", f.name])
-        submit_s = time.perf_counter() - t0
-        reader = SlurmReader(cli)
-        totals, parses = [], []
-        for _ in range(args.repeat):
+        held = 0
+        for n in counts:
             t0 = time.perf_counter()
-            snap = reader.snapshot()
-            totals.append(time.perf_counter() - t0)
-        raw = (cli.run("squeue", ["--json"]), cli.run("sinfo", ["--json"]),
-               cli.run("scontrol", ["show", "partition", "-o"]))
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            build_snapshot(*raw)
-            parses.append(time.perf_counter() - t0)
-        pending = sum(1 for j in snap.jobs if j.pending)
-        res = {"jobs": pending, "read_and_parse_s": round(statistics.median(totals), 3),
-               "parse_only_s": round(statistics.median(parses), 3),
-               "squeue_json_bytes": len(raw[0]), "submit_s": round(submit_s, 1)}
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(lambda i: cli.run("sbatch", [
+                    "--hold", "-Q", f"--gpus={1 + i % 8}", "-o", "/dev/null", f.name]),
+                    range(held, n)))
+            submit_s, held = time.perf_counter() - t0, n
+            for name in readers:
+                argv = ["python", str(HERE), "--inside", "--reader", name,
+                        "--repeat", str(args.repeat), "--ctld-pid", str(ctld)]
+                out = subprocess.run(inroot.cluster_command(spec, argv), capture_output=True,
+                                     text=True, timeout=3600)
+                if out.returncode != 0:
+                    raise SystemExit(f"{name} at {n} jobs failed: {out.stderr[-800:]}")
+                row = {"jobs": n, "asked": name, **json.loads(out.stdout.splitlines()[-1]),
+                       "submit_s": round(submit_s, 1)}
+                rows.append(row)
+                print(f"  {n} jobs, {name}: {row['wall_s']:.3f} s", file=sys.stderr)
     finally:
         devcluster.down(spec)
     if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:>20}: {v}")
+        print(json.dumps({"slurm": devcluster.release_info(spec).get("version", args.slurm),
+                          "rows": rows}, indent=1))
+        return 0
+    print(f"Slurm {args.slurm}, {args.repeat} reads each; per read (median wall; CPU "
+          "seconds: slurmctld less its idle rate, the reader's process and its commands):")
+    print(f"{'pending':>8} {'reader':>8} {'wall s':>8} {'ctld cpu s':>11} {'client cpu s':>13}"
+          f" {'wall vs json':>13}")
+    base = {r["jobs"]: r for r in rows if r["asked"] == "json"}
+    for r in rows:
+        ratio = (f"{r['wall_s'] / base[r['jobs']]['wall_s']:.2f}x"
+                 if r["jobs"] in base else "")
+        print(f"{r['pending']:>8} {r['asked']:>8} {r['wall_s']:>8.3f} {r['ctld_cpu_s']:>11.3f} "
+              f"{r['client_cpu_s']:>13.3f} {ratio:>13}")
     return 0
 
 

@@ -158,6 +158,8 @@ def slurm_conf(spec: DevClusterSpec) -> str:
         "JobCompType=jobcomp/none",
         "MpiDefault=none",
         "MinJobAge=300",
+        # Slurm's default (10000) is below what benchmarks/slurm_read.py holds pending.
+        "MaxJobCount=30000",
         "KillWait=5",
         "InactiveLimit=0",
         "SlurmctldTimeout=30",
