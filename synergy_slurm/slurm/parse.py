@@ -235,7 +235,7 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
     if sum(alloc_gpus) > 0 and state != "PENDING":
         gpus = sum(alloc_gpus)
     alloc = _allocations(rec, node_names, alloc_gpus)
-    req = _tres_map(text(rec.get("tres_req_str")))
+    req = tres_map(text(rec.get("tres_req_str")))
     cpus = num(rec.get("cpus"), None)
     if cpus is None:
         cpus = int(req.get("cpu", "0") or 0)
@@ -309,7 +309,7 @@ def _mem_per_node(rec: Mapping[str, Any], req: Mapping[str, str], mem_per_gpu: i
         return value
     # What the job holds, once it runs, is exact: 24.11 shows the node's whole memory as
     # the request of every job without --mem (26.05 GPUs x memory per GPU).
-    held = _tres_map(text(rec.get("tres_alloc_str"))).get("mem")
+    held = tres_map(text(rec.get("tres_alloc_str"))).get("mem")
     asked = mem_mb(held or req.get("mem", "")) if held or req.get("mem") else 0
     if not asked or asked == mem_per_gpu * gpus:
         return None
@@ -322,7 +322,8 @@ def _detail_gpus(detail: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _tres_map(tres: str) -> dict[str, str]:
+def tres_map(tres: str) -> dict[str, str]:
+    """``cpu=6,mem=4G,gres/gpu=2`` -> {"cpu": "6", "mem": "4G", "gres/gpu": "2"}."""
     out = {}
     for item in tres.split(","):
         if "=" in item:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .model import NodeAlloc, SlurmJob
-from .parse import _tres_map, gpu_count, mem_mb
+from .parse import gpu_count, mem_mb, tres_map
 
 # job_info_t fields squeue --json shows under the same name.
 SAME_NAME = ("job_id", "job_state", "tres_per_job", "tres_per_node", "tres_per_task",
@@ -78,7 +78,7 @@ def allocation(d: Mapping[str, Any], job: SlurmJob) -> tuple[NodeAlloc, ...]:
     """Where a running job's cores, memory and GPUs lie (squeue's ``job_resources`` and
     ``gres_detail``), where its allocated TRES tell it: on one node, or spread evenly for
     GPUs per node (see the module's note); else, and for a job that holds nothing, ()."""
-    alloc = _tres_map(d.get("tres_alloc_str") or "")
+    alloc = tres_map(d.get("tres_alloc_str") or "")
     hosts = job.nodes
     if job.pending or not hosts or "cpu" not in alloc:
         return ()

@@ -155,11 +155,21 @@ def make_reader(cli: SlurmCLI, choice: str = "auto") -> SlurmReader:
         running = detect(cli)
     except SlurmError as exc:
         return _fall_back(cli, choice, f"cannot read Slurm's release ({exc})")
-    if built.split(".")[:2] != [str(running.major), f"{running.minor:02d}"]:
+    if _release_of(built) != (running.major, running.minor):
         return _fall_back(cli, choice, f"pyslurm {built or '?'} is built for another "
                           f"release than the running Slurm {running}")
     log.info("reading Slurm %s with pyslurm %s", running, built)
     return PyslurmReader(cli, pyslurm, running)
+
+
+def _release_of(version: str) -> tuple[int, int] | None:
+    """pyslurm's version as the Slurm release it binds: ``24.11.0`` and ``26.5.1`` (pyslurm
+    writes May releases without the zero) -> (24, 11), (26, 5); None if unreadable."""
+    try:
+        major, minor = version.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
 
 
 def _fall_back(cli: SlurmCLI, choice: str, why: str) -> SlurmReader:
@@ -187,10 +197,33 @@ class PyslurmReader(SlurmReader):
         except Exception as exc:    # pyslurm raises ValueError and its own RPCError
             raise SlurmError(f"pyslurm could not read the cluster: {exc}") from None
         head = meta(str(self.release))
-        snap = build_snapshot({"meta": head, "jobs": [job_record(d) for d in raw_jobs.values()]},
-                              {"meta": head, "nodes": [node_record(d)
-                                                       for d in raw_nodes.values()]},
+        records, bad = [], []
+        for key, d in raw_jobs.items():
+            try:
+                records.append(job_record(d))
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                bad.append(Skipped(f"job {key}", f"pyslurm record: {type(exc).__name__}: {exc}"))
+        nodes = []
+        for key, d in raw_nodes.items():
+            try:
+                nodes.append(node_record(d))
+            except (TypeError, ValueError, AttributeError) as exc:
+                bad.append(Skipped(f"node {key}", f"pyslurm record: {type(exc).__name__}: {exc}"))
+        for b in bad:
+            log.warning("skipped %s: %s", b.what, b.reason)
+        snap = build_snapshot({"meta": head, "jobs": records}, {"meta": head, "nodes": nodes},
                               self.cli.run("scontrol", ["show", "partition", "-o"]))
-        jobs = tuple(replace(j, alloc=allocation(raw_jobs[j.job_id], j))
-                     if j.job_id in raw_jobs else j for j in snap.jobs)
-        return replace(snap, jobs=jobs)
+        jobs = tuple(replace(j, alloc=self._allocation(raw_jobs.get(j.job_id), j))
+                     for j in snap.jobs)
+        return replace(snap, jobs=jobs, skipped=(*bad, *snap.skipped))
+
+    @staticmethod
+    def _allocation(d, job: SlurmJob) -> tuple:
+        if not isinstance(d, Mapping):
+            return ()
+        try:
+            return allocation(d, job)
+        except (TypeError, ValueError) as exc:
+            log.warning("job %s: its allocation %r is not readable (%s): counted by its "
+                        "request", job.job_id, d.get("tres_alloc_str"), exc)
+            return ()

@@ -235,3 +235,9 @@ def test_reader_choice_pyslurm_only_for_its_own_release(monkeypatch, caplog):
     assert type(make_reader(cli, "json")) is SlurmReader           # asked for: never pyslurm
     cli.version = "slurm 22.05.8"
     assert type(make_reader(cli, "auto")) is SlurmReader
+    # pyslurm names May releases without the zero: 26.5.x binds Slurm 26.05.
+    monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="26.5.1"))
+    cli.version = "slurm-wlm 26.05.5"
+    assert isinstance(make_reader(cli, "auto"), PyslurmReader)
+    monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="unknown"))
+    assert type(make_reader(cli, "auto")) is SlurmReader

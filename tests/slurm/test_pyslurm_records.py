@@ -101,3 +101,18 @@ def test_a_failed_pyslurm_read_is_a_slurm_error():
     reader = PyslurmReader(PartitionsCli(""), module, Release(24, 11, 5))
     with pytest.raises(SlurmError, match="pyslurm could not read the cluster: Unable"):
         reader.snapshot()
+
+
+def test_a_bad_record_is_skipped_with_its_reason_and_the_rest_read(recorded):
+    doc = json.loads(FIXTURE.read_text())
+    jobs = {int(k): v for k, v in doc["pyslurm_jobs"].items()}
+    first = min(j.job_id for j in recorded[0].jobs if j.running and len(j.nodes) == 1)
+    jobs[first] = dict(jobs[first], tres_alloc_str="cpu=lots,mem=4G")   # cores unreadable
+    jobs[999999] = "not a record"
+    reader = PyslurmReader(PartitionsCli(doc["partitions"]),
+                           fake_pyslurm(jobs, doc["pyslurm_nodes"]), Release(24, 11, 5))
+    snap = reader.snapshot()
+    assert [s.what for s in snap.skipped] == ["job 999999"]
+    assert "pyslurm record" in snap.skipped[0].reason
+    assert len(snap.jobs) == len(recorded[0].jobs)
+    assert snap.job(first).alloc == ()          # counted by its request instead
