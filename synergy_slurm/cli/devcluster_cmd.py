@@ -190,7 +190,9 @@ def exec_cmd(state_dir: Path, argv: tuple[str, ...]) -> None:
     first on PATH, this checkout importable and SLURM_CONF set: as a controller host
     with that Slurm installed would. For example:
 
-        synergy dev-cluster exec --dir D -- python -m synergy_slurm controller run --once
+    \b
+        synergy dev-cluster exec --dir D -- \\
+            python -m synergy_slurm -v controller run --once --config synergy.toml
 
     It runs in the current directory, which must be inside what the root sees of the
     host (/tmp, /home, this checkout, the cluster's --bind directories). Exits with
