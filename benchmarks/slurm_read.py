@@ -6,8 +6,9 @@ otherwise; state in /tmp/synergy-bench-cluster, port 17917), holds N pending GPU
 each N of --jobs, and for each reader runs ``reader.snapshot()`` (jobs, nodes and
 partitions, parsed) --repeat times, inside the release's root with the venv of ``synergy
 dev-cluster venv`` (the same Python for both readers; pyslurm is built there if missing,
-about 4 minutes once). Per read it reports the median wall time, slurmctld's CPU time
-(from /proc, less what it spends idle in the same time) and the reader's own CPU time
+about 4 minutes once). Per read it reports the median wall time, the RPCs slurmctld
+served and the time it spent on them (its own account, ``sdiag``), its CPU time (from
+/proc, less what it spends idle in the same time: noisy) and the reader's own CPU time
 (its process and the commands it starts). Needs root, like the dev cluster.
 
     python benchmarks/slurm_read.py [--reader json,pyslurm] [--jobs 1000,10000] [--repeat 5]
@@ -42,6 +43,25 @@ def own_cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def rpc_totals() -> dict[str, tuple[int, int]]:
+    """slurmctld's own account of the RPCs it served (``sdiag --json``): message type ->
+    (count, total microseconds)."""
+    out = subprocess.run(["sdiag", "--json"], capture_output=True, text=True, check=True)
+    stats = json.loads(out.stdout)["statistics"]["rpcs_by_message_type"]
+    return {r["message_type"]: (int(r["count"]), int(r["total_time"])) for r in stats}
+
+
+def rpc_delta(before: dict, after: dict) -> tuple[int, int]:
+    """RPCs and their microseconds between two :func:`rpc_totals`, sdiag's own left out."""
+    n = us = 0
+    for kind, (count, total) in after.items():
+        if kind == "REQUEST_STATS_INFO":
+            continue
+        c0, t0 = before.get(kind, (0, 0))
+        n, us = n + count - c0, us + total - t0
+    return n, us
+
+
 def inside(reader_name: str, repeat: int, ctld: int) -> dict:
     """The measurement, run inside the root: ``repeat`` reads with one reader."""
     from synergy_slurm.slurm.commands import SlurmCLI
@@ -54,6 +74,7 @@ def inside(reader_name: str, repeat: int, ctld: int) -> dict:
     time.sleep(2.0)
     idle_rate = (cpu_seconds(ctld) - c0) / (time.perf_counter() - t0)
     walls, pending = [], 0
+    r0 = rpc_totals()
     c0, o0, t0 = cpu_seconds(ctld), own_cpu(), time.perf_counter()
     for _ in range(repeat):
         t = time.perf_counter()
@@ -62,9 +83,11 @@ def inside(reader_name: str, repeat: int, ctld: int) -> dict:
         pending = sum(1 for j in snap.jobs if j.pending)
     elapsed = time.perf_counter() - t0
     ctld_s = max(0.0, cpu_seconds(ctld) - c0 - idle_rate * elapsed)
+    client_s = (own_cpu() - o0) / repeat
+    rpcs, rpc_us = rpc_delta(r0, rpc_totals())
     return {"reader": type(reader).__name__, "pending": pending,
             "wall_s": statistics.median(walls), "ctld_cpu_s": ctld_s / repeat,
-            "client_cpu_s": (own_cpu() - o0) / repeat}
+            "rpcs": rpcs / repeat, "rpc_s": rpc_us / 1e6 / repeat, "client_cpu_s": client_s}
 
 
 def main() -> int:
@@ -126,16 +149,19 @@ def main() -> int:
         print(json.dumps({"slurm": devcluster.release_info(spec).get("version", args.slurm),
                           "rows": rows}, indent=1))
         return 0
-    print(f"Slurm {args.slurm}, {args.repeat} reads each; per read (median wall; CPU "
-          "seconds: slurmctld less its idle rate, the reader's process and its commands):")
-    print(f"{'pending':>8} {'reader':>8} {'wall s':>8} {'ctld cpu s':>11} {'client cpu s':>13}"
-          f" {'wall vs json':>13}")
+    print(f"Slurm {args.slurm}, {args.repeat} reads each; per read: median wall time; "
+          "slurmctld's RPCs and the time it spent serving them (sdiag); its CPU time less "
+          "its idle rate (/proc, noisy: 10 ms ticks, scheduler cycles); the reader's CPU "
+          "time (its process and the commands it starts):")
+    print(f"{'pending':>8} {'reader':>8} {'wall s':>8} {'rpcs':>5} {'rpc s':>7} "
+          f"{'ctld cpu s':>11} {'client cpu s':>13} {'wall vs json':>13}")
     base = {r["jobs"]: r for r in rows if r["asked"] == "json"}
     for r in rows:
         ratio = (f"{r['wall_s'] / base[r['jobs']]['wall_s']:.2f}x"
                  if r["jobs"] in base else "")
-        print(f"{r['pending']:>8} {r['asked']:>8} {r['wall_s']:>8.3f} {r['ctld_cpu_s']:>11.3f} "
-              f"{r['client_cpu_s']:>13.3f} {ratio:>13}")
+        print(f"{r['pending']:>8} {r['asked']:>8} {r['wall_s']:>8.3f} {r['rpcs']:>5.0f} "
+              f"{r['rpc_s']:>7.3f} {r['ctld_cpu_s']:>11.3f} {r['client_cpu_s']:>13.3f} "
+              f"{ratio:>13}")
     return 0
 
 

@@ -93,19 +93,18 @@ def ensure_venv(install: SlurmInstall, pyslurm_src: Path) -> Path:
 
 def command(install: SlurmInstall, argv: list[str], env: dict[str, str],
             binds: tuple[str, ...] = (), cwd: Path | None = None) -> list[str]:
-    """The argument list that runs ``argv`` (a program of the venv's, e.g. ``python``)
-    inside the root, with the venv's bin first on PATH, this checkout importable, ``env``
-    set (SLURM_CONF, ...), the usual host paths bound and ``cwd`` (a bound path) as its
-    working directory. Needs root, like the daemons."""
+    """The argument list that runs ``argv`` inside the root: the venv's bin first on PATH
+    (``python`` is the venv's), this checkout importable, ``env`` set (SLURM_CONF, ...),
+    the usual host paths bound and ``cwd`` (a bound path) as the working directory. Needs
+    root, like the daemons."""
     if install.root is None:
         raise ReleaseError("the system's Slurm needs no root: run the command directly")
     environ = {"PATH": f"{VENV}/bin:/usr/bin:/bin", "PYTHONPATH": str(CHECKOUT),
                "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **env}
-    prog = argv[0] if argv[0].startswith("/") else f"{VENV}/bin/{argv[0]}"
     chdir = ["-C", str(cwd)] if cwd else []
     return install.daemon("/usr/bin/env", ["-i", *chdir,
                                            *(f"{k}={v}" for k, v in environ.items()),
-                                           prog, *argv[1:]],
+                                           *argv],
                           host_binds(binds))
 
 
