@@ -2,7 +2,7 @@
 built from ../shared/vendor (``synergy dev-cluster venv``), on a cluster with typed GPUs.
 
 Runs where the test cluster's release has that venv in its root (scripts/test.sh builds it
-when the 24.11 root is already cached); skipped elsewhere, saying why.
+before the tests); skipped elsewhere, saying why.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def pyslurm_ready(spec) -> SlurmInstall:
                     "system's Slurm")
     install = SlurmInstall(info["version"], Path(info["root"]))
     if not inroot.venv_ready(install):
-        pytest.skip(f"no pyslurm venv in {install.root} (scripts/test.sh builds it when "
-                    "the root is cached; or: synergy dev-cluster venv --slurm "
+        pytest.skip(f"no pyslurm venv in {install.root} (scripts/test.sh builds it; or: "
+                    "synergy dev-cluster venv --slurm "
                     f"{install.release} --pyslurm ../shared/vendor/pyslurm-24.11.0.tar.gz)")
     return install
 
