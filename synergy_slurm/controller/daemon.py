@@ -189,14 +189,6 @@ class Controller:
         now = self.clock()
         profiles = self.profiles()
         found = pools(snap, self.cfg)
-        if self.cfg.controller.write_hook_table and self.mode == "enforce":
-            # The table is the hook's heartbeat: only an enforcing controller, which will
-            # shape and release what the hook holds, may keep it fresh.
-            # The hook shapes by key alone: only profiles that hold on every managed
-            # node's GPU type (core.usable_profiles).
-            types = frozenset().union(*(p.types(None) for p in found))
-            self._write_hook_table(merged(found),
-                                   usable_profiles(self._for_user(profiles, None), types), now)
         managed: list[SlurmJob] = []
         skipped: dict[int, str] = {}
         strays: list[Action] = []
@@ -213,6 +205,15 @@ class Controller:
                                          f"not managed ({v.reason}): released as submitted",
                                          job.user))
         stale = self._watch_usage(rid, managed, found, profiles, now)
+        if self.cfg.controller.write_hook_table and self.mode == "enforce":
+            # After the closed loop, so a key it marks this round leaves the table now.
+            # The table is the hook's heartbeat: only an enforcing controller, which will
+            # shape and release what the hook holds, may keep it fresh.
+            # The hook shapes by key alone: only profiles that hold on every managed
+            # node's GPU type (core.usable_profiles).
+            types = frozenset().union(*(p.types(None) for p in found))
+            self._write_hook_table(merged(found),
+                                   usable_profiles(self._for_user(profiles, None), types), now)
         events = self._profile_unknown(rid, snap, managed, profiles, found, now, stale)
         if any(e.what == "stored" for e in events):
             profiles = self.profiles()
@@ -468,6 +469,11 @@ class Controller:
             # This Slurm honours lowering a job it has scheduled: a known profile may start
             # at once with its table shape, the controller can still shrink it later.
             hook = replace(hook, hold_known=False)
+        # A key the closed loop caps for some user is left out of the table: the hook
+        # (which knows no users' caps) holds such jobs as unknown, and the round shapes
+        # each by its own user's cap before it can start at the profile's shape.
+        suspect = {m["key"] for m in self.state.suspects()}
+        profiles = {k: p for k, p in profiles.items() if k not in suspect}
         try:
             table = build_table(hook, profiles, min(c.cpus for c in caps),
                                 round(min(c.mem_gb for c in caps) * MB_PER_GB),

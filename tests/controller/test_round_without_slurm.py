@@ -404,6 +404,10 @@ def test_a_users_key_that_leaves_its_cores_idle_is_capped_for_that_user(tmp_path
     res = ctl.run_round()
     shaped = {c[1]: c[2] for c in writer.calls if c[0] == "reshape"}
     assert shaped[2].cpus_per_gpu == 3 and shaped[3].cpus_per_gpu == 9
+    # The hook knows no users' caps: the key leaves its table in the round that marks it,
+    # so a new alexnet job is held as unknown and shaped by the next round (where Slurm
+    # lets known jobs start at once too).
+    assert "alexnet" not in parse_table((tmp_path / TABLE_NAME).read_text()).profiles
     [mark] = ctl.state.suspects()
     assert (mark["key"], mark["user"], mark["status"]) == ("alexnet", "eve", "suspect")
     assert mark["cap_cpus"] == 3 and mark["cap_mem_gb"] == 62.5
@@ -422,6 +426,7 @@ def test_a_users_key_that_leaves_its_cores_idle_is_capped_for_that_user(tmp_path
     ctl.run_round()
     shaped = {c[1]: c[2] for c in writer.calls if c[0] == "reshape"}
     assert shaped[2].cpus_per_gpu > 3
+    assert parse_table((tmp_path / TABLE_NAME).read_text()).profiles["alexnet"] == (12, 125000)
 
 
 def test_no_job_accounting_no_marks(tmp_path, profiles_path):
