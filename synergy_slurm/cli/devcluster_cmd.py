@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -171,6 +172,7 @@ def venv_cmd(release: str, source: Path, cache: Path) -> None:
     Then ``synergy dev-cluster exec`` runs synergy there, beside the cluster's Slurm,
     where ``[slurm] reader = "auto"`` picks pyslurm. Prints the venv's path in the root.
     """
+    _need_root("build a venv inside a root")
     try:
         install = resolve(release, cache.resolve())
         if install.root is None:
@@ -198,9 +200,15 @@ def exec_cmd(state_dir: Path, argv: tuple[str, ...]) -> None:
     host (/tmp, /home, this checkout, the cluster's --bind directories). Exits with
     ARGV's exit code. Needs root (the root is entered with chroot).
     """
+    _need_root("enter the cluster's root")
     spec = devcluster.existing_spec(state_dir)
     try:
         cmd = inroot.cluster_command(spec, list(argv), cwd=Path.cwd())
     except ReleaseError as exc:
         raise BadInput(str(exc)) from None
     raise SystemExit(subprocess.run(cmd, check=False).returncode)
+
+
+def _need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise Failed(f"only root can {what} (chroot, private mounts): run as root")

@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import proc
-from .releases import ReleaseError, SlurmInstall
+from .releases import ReleaseError, SlurmInstall, package_version
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _build(install: SlurmInstall, src: Path, requirements: list[str]) -> None:
                        "--no-install-recommends", *BUILD_PACKAGES], 900)
     wheels = root / "opt" / "synergy-wheels"
     shutil.rmtree(wheels, ignore_errors=True)
-    py = _root_python(root)
+    py = ".".join(package_version(root, "python3").split(".")[:2])     # 3.13
     proc.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
               "--python-version", py, "--implementation", "cp", "--abi", f"cp{py.replace('.', '')}",
               *(f"--platform={p}" for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64",
@@ -153,17 +153,6 @@ def _build(install: SlurmInstall, src: Path, requirements: list[str]) -> None:
 
 def _in_root(install: SlurmInstall, argv: list[str], timeout: float) -> str:
     return proc.run(install.daemon(argv[0], argv[1:], []), ReleaseError, timeout)
-
-
-def _root_python(root: Path) -> str:
-    """The root's python3 version, ``3.13``, from its package database."""
-    status = (root / "var/lib/dpkg/status").read_text(errors="replace")
-    for block in status.split("\n\n"):
-        if "\nPackage: python3\n" in f"\n{block}\n" or block.startswith("Package: python3\n"):
-            for line in block.splitlines():
-                if line.startswith("Version: "):
-                    return ".".join(line.split()[1].split(".")[:2])
-    raise ReleaseError(f"{root} has no python3 package")
 
 
 def _venv_dir(install: SlurmInstall) -> Path:
@@ -192,6 +181,9 @@ def cluster_command(spec, argv: list[str], env: dict[str, str] | None = None,
     from .cluster import release_info
 
     info = release_info(spec)
+    if not info:
+        raise ReleaseError(f"no dev cluster in {spec.state_dir}: start one with synergy "
+                           "dev-cluster up --slurm 24.11 --dir DIR")
     if not info.get("root"):
         raise ReleaseError(f"the dev cluster in {spec.state_dir} runs the system's Slurm, "
                            "not one from a root: start it with --slurm 24.11 (or another "

@@ -129,17 +129,23 @@ def resolve(release: str, cache: Path = DEFAULT_CACHE, mirror: str = DEFAULT_MIR
 
 def root_version(root: Path) -> str:
     """The version of the Slurm in ``root``, from its package database (no chroot needed)."""
+    return package_version(root, "slurmctld")
+
+
+def package_version(root: Path, package: str) -> str:
+    """``package``'s upstream version in ``root`` (``24.11.5``, ``3.13.5``), from its
+    package database."""
     status = root / "var/lib/dpkg/status"
     try:
         text = status.read_text(errors="replace")
     except OSError as exc:
         raise ReleaseError(f"{root} is not a Debian root: {exc}") from None
     for block in text.split("\n\n"):
-        if re.search(r"^Package: slurmctld$", block, re.M):
+        if re.search(rf"^Package: {re.escape(package)}$", block, re.M):
             m = re.search(r"^Version: (\S+)", block, re.M)
             if m and (v := _VERSION.search(m.group(1))):
                 return v.group(0)
-    raise ReleaseError(f"{root} has no slurmctld package")
+    raise ReleaseError(f"{root} has no {package} package")
 
 
 def ensure_root(release: str, cache: Path, mirror: str) -> Path:

@@ -31,15 +31,14 @@ from .parse import gpu_count, mem_mb, tres_map
 
 # job_info_t fields squeue --json shows under the same name.
 SAME_NAME = ("job_id", "job_state", "tres_per_job", "tres_per_node", "tres_per_task",
-             "tres_per_socket", "cpus_per_tres", "mem_per_tres", "tres_req_str",
+             "tres_per_socket", "cpus_per_tres", "tres_req_str",
              "tres_alloc_str", "priority", "state_reason", "account", "qos", "partition",
              "nodes", "array_job_id", "array_task_id", "het_job_id", "eligible_time",
              "submit_time", "start_time", "resv_name", "requeue", "batch_flag",
              "restart_cnt", "comment", "admin_comment", "name")
 # ... and under another.
-RENAMED = {"num_nodes": "node_count", "num_tasks": "tasks", "num_cpus": "cpus"}
-# squeue's name for memory_per_tres (job_info_t calls it mem_per_tres).
-MEMORY_PER_TRES = "memory_per_tres"
+RENAMED = {"num_nodes": "node_count", "num_tasks": "tasks", "num_cpus": "cpus",
+           "mem_per_tres": "memory_per_tres"}
 
 
 def user_name_of(uid: int) -> str:
@@ -57,8 +56,6 @@ def job_record(d: Mapping[str, Any], user_name: Callable[[int], str] = user_name
     for ours, theirs in RENAMED.items():
         if d.get(ours) is not None:
             rec[theirs] = d[ours]
-    if d.get("mem_per_tres"):
-        rec[MEMORY_PER_TRES] = d["mem_per_tres"]
     uid = d.get("user_id")
     if isinstance(uid, int):
         rec["user_name"] = user_name(uid)
