@@ -115,6 +115,8 @@ def main() -> int:
     counts = sorted(int(n) for n in args.jobs.split(","))
     if "pyslurm" in readers:
         inroot.ensure_venv(resolve(args.slurm), args.pyslurm_source)
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir="/tmp") as f:
+        f.write("#!/bin/sh\ntrue\n")            # the held jobs' script
     spec = local_spec(Path("/tmp/synergy-bench-cluster"), port=17917, slurm=args.slurm)
     devcluster.down(devcluster.existing_spec(spec.state_dir))
     _, spec = devcluster.up(spec, timeout_s=90)
@@ -122,8 +124,6 @@ def main() -> int:
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=120)
         ctld = int(pid_files(spec)["slurmctld"].read_text().split()[0])
-        with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir="/tmp") as f:
-            f.write("#!/bin/sh\ntrue\n")
         held = 0
         for n in counts:
             t0 = time.perf_counter()
@@ -145,6 +145,7 @@ def main() -> int:
                 print(f"  {n} jobs, {name}: {row['wall_s']:.3f} s", file=sys.stderr)
     finally:
         devcluster.down(spec)
+        os.unlink(f.name)
     if args.json:
         print(json.dumps({"slurm": devcluster.release_info(spec).get("version", args.slurm),
                           "rows": rows}, indent=1))

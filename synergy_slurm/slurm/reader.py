@@ -157,7 +157,7 @@ def make_reader(cli: SlurmCLI, choice: str = "auto") -> SlurmReader:
         return _fall_back(cli, choice, f"cannot read Slurm's release ({exc})")
     if _release_of(built) != (running.major, running.minor):
         return _fall_back(cli, choice, f"pyslurm {built or '?'} is built for another "
-                          f"release than the running Slurm {running}")
+                          f"release than the running Slurm {running}", running)
     log.info("reading Slurm %s with pyslurm %s", running, built)
     return PyslurmReader(cli, pyslurm, running)
 
@@ -172,11 +172,12 @@ def _release_of(version: str) -> tuple[int, int] | None:
         return None
 
 
-def _fall_back(cli: SlurmCLI, choice: str, why: str) -> SlurmReader:
+def _fall_back(cli: SlurmCLI, choice: str, why: str, release: Release | None = None
+               ) -> SlurmReader:
     if choice == "pyslurm":
         raise SlurmError(f"[slurm] reader = \"pyslurm\", but {why}")
     log.info("reading Slurm with its commands' JSON: %s", why)
-    return SlurmReader(cli)
+    return SlurmReader(cli, release)       # the release, when read, is not asked again
 
 
 class PyslurmReader(SlurmReader):
