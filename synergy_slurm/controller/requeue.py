@@ -33,9 +33,11 @@ def holdings(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu
 def shrinkable(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu
                ) -> list[tuple[JobSpec, Allocation]]:
     """Each running job whose memory may be lowered in place, with what it holds now: one
-    with the same GPUs on each of its nodes (Slurm sets a running job's memory per node)."""
+    with the same GPUs on each of its nodes (Slurm sets a running job's memory per node),
+    and no resize in flight (Slurm refuses a second one until the first is done)."""
     return held_now([(j, s) for j, s in running
-                     if len({a.gpus for a in j.alloc if a.gpus > 0}) == 1], fair)
+                     if not j.resizing and len({a.gpus for a in j.alloc if a.gpus > 0}) == 1],
+                    fair)
 
 
 def held_now(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu

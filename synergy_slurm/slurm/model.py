@@ -67,6 +67,9 @@ class SlurmJob:
     time_limit_s: int | None = None
     eligible_time: int = 0
     reservation: str = ""     # the reservation it runs in (--reservation), "" for none
+    # A resize in flight (26.05 lowers a running job's memory asynchronously: its
+    # allocation shows the old memory until every node has applied the new limit).
+    resizing: bool = False
 
     @property
     def home_partition(self) -> str:

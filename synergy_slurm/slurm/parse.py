@@ -64,6 +64,13 @@ def first_state(value: Any) -> str:
     return text(value).split(",")[0].split("+")[0].upper()
 
 
+def state_flags(value: Any) -> frozenset[str]:
+    """The flags after the base state: newer Slurm lists them (``["RUNNING", "RESIZING"]``),
+    older prints them joined (``RUNNING+RESIZING``, ``RUNNING,RESIZING``)."""
+    parts = value[1:] if isinstance(value, list) else re.split(r"[,+]", text(value))[1:]
+    return frozenset(str(p).upper() for p in parts if p)
+
+
 _GPU_TRES = re.compile(
     r"(?:^|,)\s*(?:gres[:/])?gpu(?::(?P<type>[A-Za-z0-9_.\-]+))?[:=](?P<count>\d+)\s*(?=,|$)")
 
@@ -285,6 +292,7 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
         time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
         eligible_time=num(rec.get("eligible_time"), 0) or 0,
         reservation=text(rec.get("resv_name")),
+        resizing="RESIZING" in state_flags(rec["job_state"]),
     )
 
 

@@ -241,3 +241,17 @@ def test_reader_choice_pyslurm_only_for_its_own_release(monkeypatch, caplog):
     assert isinstance(make_reader(cli, "auto"), PyslurmReader)
     monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="unknown"))
     assert type(make_reader(cli, "auto")) is SlurmReader
+
+
+@pytest.mark.parametrize("state, resizing", [
+    (["RUNNING", "RESIZING"], True), (["RUNNING"], False), ("RUNNING", False),
+    ("RUNNING,RESIZING", True), ("RUNNING+RESIZING", True), (["PENDING", "REQUEUED"], False),
+])
+def test_a_resize_in_flight_is_read_from_the_state_flags(state, resizing):
+    """26.05 lowers a running job's memory asynchronously; until its nodes answer the job's
+    state carries RESIZING (tests/slurm/test_release_facts.py records it live)."""
+    doc = {"jobs": [{"job_id": 5, "job_state": state, "tres_per_job": "gres:gpu:1",
+                     "user_name": "u", "partition": "p"}]}
+    jobs, skipped = parse_jobs(json.dumps(doc))
+    assert skipped == [] and jobs[0].resizing is resizing
+    assert jobs[0].state == (state[0] if isinstance(state, list) else "RUNNING")

@@ -6,10 +6,13 @@ fails with what it did, so a new release is never assumed to behave like an old 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
 
+from synergy_slurm.devcluster.cluster import status
 from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.reader import SlurmReader
 from synergy_slurm.slurm.writer import Shape, SlurmWriter
@@ -77,32 +80,56 @@ def test_scontrol_json_and_the_data_parser_each_release_prints(slurm_cli, releas
     assert SlurmReader(slurm_cli).release.scontrol_json is (parser is not None)
 
 
-def test_lowering_a_running_jobs_memory(slurm_cli, tmp_path, release):
+def test_lowering_a_running_jobs_memory(slurm_cluster, slurm_cli, tmp_path, release):
     """26.05 lowers a running job's memory in place, downward only, for jobs with an extern
     step (``PrologFlags=Contain``, which the dev cluster sets from 26.05: it works with
-    proctrack/linuxproc, no cgroups needed); the node's allocated memory drops at once and
-    the job runs on. Earlier releases refuse any memory change to a running job."""
+    proctrack/linuxproc, no cgroups needed), and the job runs on. Earlier releases refuse
+    any memory change to a running job.
+
+    The update is asynchronous: scontrol returns once slurmctld has sent the new limit to
+    the job's nodes; until each slurmd has answered, the job shows the RESIZING flag with its
+    old memory, and another update is refused. The test stops the node's slurmd (SIGSTOP)
+    across the update so it sees that state every time, then lets it answer."""
     jid = submit(slurm_cli, "sleep 120", "--gpus=1", "-o", "/dev/null", tmp=tmp_path)
     wait_for(slurm_cli, jid, {"RUNNING"}, 60)
     reader = SlurmReader(slurm_cli)
     before = reader.snapshot().job(jid)
-    assert before is not None and before.alloc
+    assert before is not None and before.alloc and not before.resizing
     node = before.alloc[0].node
+    slurmd = status(slurm_cluster)["processes"][f"slurmd-{node}"]
+    assert slurmd
+    os.kill(slurmd, signal.SIGSTOP)
     try:
-        slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=20000"])
-        outcome = "lowered"
-    except SlurmError as exc:
-        msg = str(exc)
-        outcome = ("extern step" if "extern step" in msg else
-                   "not pending" if "pending" in msg.lower() else msg)
-    expect({"22.05": "not pending", "24.11": "not pending", "26.05": "lowered"}, release,
-           outcome)
-    assert reader.release.lowers_running_memory is (outcome == "lowered")
-    if outcome != "lowered":
-        return
-    after = reader.snapshot()
-    job = after.job(jid)
-    assert job is not None and job.running and job.start_time == before.start_time
+        try:
+            slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=20000"])
+            outcome = "lowered"
+        except SlurmError as exc:
+            msg = str(exc)
+            outcome = ("extern step" if "extern step" in msg else
+                       "not pending" if "pending" in msg.lower() else msg)
+        expect({"22.05": "not pending", "24.11": "not pending", "26.05": "lowered"}, release,
+               outcome)
+        assert reader.release.lowers_running_memory is (outcome == "lowered")
+        if outcome != "lowered":
+            return
+        during = reader.snapshot().job(jid)
+        assert during is not None and during.running and during.resizing
+        assert [a.mem_mb for a in during.alloc] == [a.mem_mb for a in before.alloc]
+        with pytest.raises(SlurmError, match="can not be altered now"):
+            slurm_cli.run("scontrol", ["update", f"JobId={jid}", "MinMemoryNode=10000"])
+    finally:
+        os.kill(slurmd, signal.SIGCONT)
+    t0 = time.monotonic()
+    deadline = t0 + 60
+    while True:
+        after = reader.snapshot()
+        job = after.job(jid)
+        assert job is not None
+        if not job.resizing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    print(f"\nthe resize completed {time.monotonic() - t0:.1f} s after slurmd went on")
+    assert job.running and not job.resizing and job.start_time == before.start_time
     assert [a.mem_mb for a in job.alloc] == [20000]
     assert next(n for n in after.nodes if n.name == node).alloc_mem_mb == 20000
     with pytest.raises(SlurmError, match="Memory required by task is not available"):
