@@ -115,11 +115,11 @@ def main() -> int:
     counts = sorted(int(n) for n in args.jobs.split(","))
     if "pyslurm" in readers:
         inroot.ensure_venv(resolve(args.slurm), args.pyslurm_source)
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir="/tmp") as f:
-        f.write("#!/bin/sh\ntrue\n")            # the held jobs' script
     spec = local_spec(Path("/tmp/synergy-bench-cluster"), port=17917, slurm=args.slurm)
     devcluster.down(devcluster.existing_spec(spec.state_dir))
     _, spec = devcluster.up(spec, timeout_s=90)
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir="/tmp") as f:
+        f.write("#!/bin/sh\ntrue\n")            # the held jobs' script
     rows = []
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=120)

@@ -57,18 +57,23 @@ def text(value: Any) -> str:
     return str(value)
 
 
+def _state_words(value: Any) -> list[str]:
+    """A job state as its words: newer Slurm lists them (``["RUNNING", "RESIZING"]``),
+    older joins them (``RUNNING``, ``RUNNING+RESIZING``, ``RUNNING,RESIZING``)."""
+    words = [str(v) for v in value] if isinstance(value, list) else re.split(r"[,+]",
+                                                                           text(value))
+    return [w.upper() for w in words]
+
+
 def first_state(value: Any) -> str:
     """The base state: 22.05 gives "PENDING", newer gives ["PENDING", "REQUEUED", ...]."""
-    if isinstance(value, list):
-        return str(value[0]).upper() if value else ""
-    return text(value).split(",")[0].split("+")[0].upper()
+    words = _state_words(value)
+    return words[0] if words else ""
 
 
 def state_flags(value: Any) -> frozenset[str]:
-    """The flags after the base state: newer Slurm lists them (``["RUNNING", "RESIZING"]``),
-    older prints them joined (``RUNNING+RESIZING``, ``RUNNING,RESIZING``)."""
-    parts = value[1:] if isinstance(value, list) else re.split(r"[,+]", text(value))[1:]
-    return frozenset(str(p).upper() for p in parts if p)
+    """The flags after the base state (RESIZING, REQUEUED, ...)."""
+    return frozenset(w for w in _state_words(value)[1:] if w)
 
 
 _GPU_TRES = re.compile(
