@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ..config import Config
 from ..core import (
-    Allocation,
     ClusterState,
     JobSpec,
     PerGpu,
@@ -28,13 +27,12 @@ from ..core import (
     Profile,
     ProfileError,
     RequeueRule,
-    Resources,
     get_allocator,
     get_policy,
     pick_profile,
-    plan_round,
     usable_profiles,
 )
+from ..core.pools import PoolJobs, merged_plan, plan_pools, type_order
 from ..core.usage import capped_limit
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
@@ -63,7 +61,7 @@ from .classify import classify, job_spec, limit_blocked, profile_key, requeue_ok
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
-from .observe import Pool, also_reserved, merged, pools
+from .observe import Pool, merged, pools
 from .requeue import holdings, requeue_actions, shrink_actions, shrinkable
 from .state import StateStore
 from .usage import (
@@ -244,60 +242,50 @@ class Controller:
     def _plan_pools(self, snap: Snapshot, found: list[Pool], managed: list[SlurmJob],
                     profiles: dict[str, Profile], can_lower: bool, can_shrink: bool,
                     now: float) -> tuple[Plan, list[Action]]:
-        """Plan each managed partition's pool in turn (``observe.pools``): its jobs, with its
-        proportional share, into its nodes less what earlier pools' plans took there (jobs
-        asking for a GPU type into the nodes of that type, after the untyped ones); the
-        round's requeue budget is shared. Returns the merged plan and the actions."""
-        allocations: list[Allocation] = []
-        skipped: dict[int, str] = {}
-        actions: list[Action] = []
-        taken: dict[str, Resources] = {}
-        budget = self.requeue_rule.budget
-        last = self.state.last_requeues()
-        groups = []
+        """Plan every managed partition's pool, by GPU type (``core.plan_pools``: each into
+        its nodes less what earlier pools took, the requeue budget shared). Returns the
+        merged plan and the actions."""
+        groups: list[tuple[Pool, str | None, list[SlurmJob]]] = []
         for pool in found:
             in_pool = [j for j in managed if j.home_partition == pool.partition]
-            for gpu_type in sorted({j.gpu_type for j in in_pool}, key=lambda t: t or ""):
+            for gpu_type in type_order(j.gpu_type for j in in_pool):
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
         suspect = suspect_caps(self.state)
+        inputs: list[PoolJobs] = []
+        jobs_of: list[list[SlurmJob]] = []
         for pool, gpu_type, mine in groups:
-            cluster = also_reserved(pool.of_type(gpu_type), taken)
-            if not cluster.servers:
-                where = f"{gpu_type} nodes" if gpu_type else "GPU nodes"
-                skipped.update({j.job_id: f"partition {pool.partition} has no usable {where}"
-                                for j in mine if j.pending})
-                continue
-            fair = cluster.fair
-            pending = [j for j in mine if runnable(j, can_lower)]
-            running = [j for j in mine if j.running]
-            movable = [j for j in running if requeue_ok(j)]
+            fair = pool.of_type(gpu_type).fair
             types = pool.types(gpu_type)
             specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
                      for j in mine}
-            rule = replace(self.requeue_rule, budget=budget)
-            lowerable = shrinkable([(j, specs[j.job_id]) for j in running],
-                                   fair) if can_shrink else []
-            rp = plan_round([specs[j.job_id] for j in pending],
-                            holdings([(j, specs[j.job_id]) for j in movable], fair), cluster,
-                            self.policy, self.allocator, rule, last, now, lowerable)
-            budget -= len(rp.requeues)
-            actions += shrink_actions(rp.shrinks, {j.job_id: j for j in running}, fair)
-            actions += reconcile_pending(pending, rp.plan, fair, can_lower)
+            running = [j for j in mine if j.running]
+            inputs.append(PoolJobs(
+                pool, gpu_type, [specs[j.job_id] for j in mine if runnable(j, can_lower)],
+                holdings([(j, specs[j.job_id]) for j in running if requeue_ok(j)], fair),
+                shrinkable([(j, specs[j.job_id]) for j in running], fair)
+                if can_shrink else []))
+            jobs_of.append(mine)
+        plans = plan_pools(inputs, self.policy, self.allocator, self.requeue_rule,
+                           self.state.last_requeues(), now)
+        actions: list[Action] = []
+        for pp, mine in zip(plans, jobs_of, strict=True):
+            if pp.round is None:
+                continue
+            fair = pp.cluster.fair
+            running = {j.job_id: j for j in mine if j.running}
+            pending = [j for j in mine if runnable(j, can_lower)]
+            actions += shrink_actions(pp.round.shrinks, running, fair)
+            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower)
             if not can_lower:
                 actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
                                    f"waits on {j.reason} with the shape synergy gave it; "
                                    "this Slurm ignores lowering a job it has scheduled: "
                                    "raise the limit, or cancel and resubmit", j.user)
                             for j in mine if limit_blocked(j)]
-            actions += requeue_actions(rp.requeues, {j.job_id: j for j in running}, fair,
-                                       self.requeue_rule)
-            allocations += rp.plan.allocations
-            skipped.update(rp.plan.skipped)
-            for a in rp.plan.allocations:
-                for name, n in a.placement:
-                    taken[name] = taken.get(name, Resources()) + a.share.times(n)
-        return Plan(tuple(allocations), skipped, self.allocator.name, self.policy.name), actions
+            actions += requeue_actions(pp.round.requeues, running, fair, self.requeue_rule)
+        plan = merged_plan(plans, self.allocator.name, self.policy.name)
+        return plan, actions
 
     def _spec(self, job: SlurmJob, now: float, profiles: dict[str, Profile],
               types: frozenset[str], caps: dict[int, PerGpu],

@@ -21,39 +21,11 @@ pending for ever. What is already in use counts against the cap as well as again
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 from ..config import Config
 from ..core import ClusterState, PerGpu, Resources, Server
+from ..core.pools import Pool, merged
 from ..slurm.model import SlurmPartition, Snapshot
 from ..vocabulary import MB_PER_GB
-
-
-@dataclass(frozen=True)
-class Pool:
-    """A managed partition's nodes as the core plans on them, and each node's GPU type."""
-
-    partition: str
-    cluster: ClusterState
-    gpu_types: Mapping[str, str | None] = field(default_factory=dict)
-
-    def types(self, gpu_type: str | None) -> frozenset[str]:
-        """The GPU types a job asking for ``gpu_type`` (None: any) may run on here, ""
-        for nodes whose GPUs have no type: what its profile must have been measured on."""
-        if gpu_type is not None:
-            return frozenset({gpu_type})
-        return frozenset(t or "" for t in self.gpu_types.values()) or frozenset({""})
-
-    def of_type(self, gpu_type: str | None) -> ClusterState:
-        """The pool's nodes with GPUs of ``gpu_type`` (all of them for None): where a typed
-        request (``--gpus=h100:2``) can run."""
-        if gpu_type is None:
-            return self.cluster
-        names = {n for n, t in self.gpu_types.items() if t == gpu_type}
-        return ClusterState(tuple(s for s in self.cluster.servers if s.name in names),
-                            tuple(r for r in self.cluster.reserved if r[0] in names),
-                            self.cluster.fair_share)
 
 
 def pools(snap: Snapshot, cfg: Config) -> list[Pool]:
@@ -89,35 +61,6 @@ def _pool_cluster(snap: Snapshot, part: SlurmPartition) -> ClusterState:
     return ClusterState(tuple(servers), tuple(reserved), fair)
 
 
-def also_reserved(cluster: ClusterState, taken: Mapping[str, Resources]) -> ClusterState:
-    """``cluster`` with ``taken`` (what earlier pools' plans put on shared nodes) reserved."""
-    names = {s.name for s in cluster.servers}
-    extra = tuple((n, r) for n, r in taken.items() if n in names and r != Resources())
-    if not extra:
-        return cluster
-    return ClusterState(cluster.servers, cluster.reserved + extra, cluster.fair_share)
-
-
 def cluster_state(snap: Snapshot, cfg: Config) -> ClusterState:
     """The whole managed cluster (what-if replays): :func:`merged` of the pools."""
     return merged(pools(snap, cfg))
-
-
-def merged(found: list[Pool]) -> ClusterState:
-    """Every managed GPU node once, each capped by the tightest managed partition it is in,
-    with the first managed partition's proportional share: the hook's table is built on
-    it."""
-    servers: dict[str, Server] = {}
-    reserved: dict[str, Resources] = {}
-    for pool in found:
-        for s in pool.cluster.servers:
-            old = servers.get(s.name)
-            servers[s.name] = s if old is None else Server(s.name, Resources(
-                s.capacity.gpus, min(s.capacity.cpus, old.capacity.cpus),
-                min(s.capacity.mem_gb, old.capacity.mem_gb)))
-        for name, used in pool.cluster.reserved:
-            reserved.setdefault(name, used)
-    fair = next((p.cluster.fair_share for p in found if p.cluster.fair_share), None)
-    names = sorted(servers)
-    return ClusterState(tuple(servers[n] for n in names),
-                        tuple((n, reserved[n]) for n in names if n in reserved), fair)
