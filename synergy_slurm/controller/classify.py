@@ -103,4 +103,11 @@ def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile],
                    duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=remaining,
                    attained_s=elapsed, profile=pick_profile(profiles, key, gpu_types),
                    profile_key=key,
-                   user=job.user, priority=job.priority)
+                   user=job.user, priority=job.priority, gpus_per_node=per_node_request(job))
+
+
+def per_node_request(job: SlurmJob) -> int:
+    """The GPUs per node a ``--gres``/``--gpus-per-node`` job asked for (Slurm gives it
+    exactly that on each of its nodes); 0 for ``--gpus=N``, whose nodes Slurm chooses."""
+    k = job.gpus_per_node or 0
+    return k if k and not job.gpus_per_job and job.gpus % k == 0 else 0

@@ -34,7 +34,16 @@ class JobSpec:
     # association limits on cores and memory), never below the proportional share; None
     # where nothing limits it but the servers. The core never plans the job past it.
     limit: PerGpu | None = None
+    # How Slurm places the GPUs: 0 where Slurm chooses the nodes (``--gpus=N``: on one
+    # node if one has room, the fullest such, else spread over several); k for a request
+    # per node (``--gres=gpu:k``, ``--gpus-per-node=k``): exactly gpus / k nodes, k GPUs
+    # on each.
+    gpus_per_node: int = 0
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise ValueError(f"job {self.id}: a GPU job needs at least one GPU, got {self.gpus}")
+        if self.gpus_per_node < 0 or (self.gpus_per_node
+                                      and self.gpus % self.gpus_per_node):
+            raise ValueError(f"job {self.id}: {self.gpus} GPUs are not whole nodes of "
+                             f"{self.gpus_per_node}")

@@ -17,7 +17,10 @@ from .resources import MEM_EPS, ClusterState, PerGpu, floor_div
 
 # How a job's GPUs are chosen. "fullest": whole on the server with the fewest free GPUs
 # where it fits, else spread over the fullest servers (packs, keeps servers whole for big
-# jobs). "first-free": the reference simulator's, the first free GPUs in index order.
+# jobs): what Slurm's cons_tres does with a --gpus=N job (verified on 22.05 and 26.05, see
+# docs/slurm-notes.md). "first-free": the reference simulator's, the first free GPUs in
+# index order. Either way a job that asks per node (JobSpec.gpus_per_node) gets whole
+# nodes of that many GPUs, as Slurm places it.
 PLACEMENTS = ("fullest", "first-free")
 
 
@@ -54,12 +57,29 @@ class Ledger:
         self._undo: list[tuple] = []
 
     # -- queries ------------------------------------------------------------------------
-    def find_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
-        """Where ``gpus`` GPUs at ``share`` go, by the ledger's placement rule; None if
+    def find_placement(self, job: JobSpec, share: PerGpu) -> dict[int, int] | None:
+        """Where ``job``'s GPUs at ``share`` go, by the ledger's placement rule; None if
         they do not fit."""
+        if job.gpus_per_node:
+            order = (range(len(self.fg)) if self.placement == "first-free"
+                     else self.servers_by_free_gpus(job.gpus_per_node))
+            return self.per_node_placement(order, job.gpus, job.gpus_per_node, share)
         if self.placement == "first-free":
-            return self.first_free_placement(gpus, share)
-        return self.fullest_placement(gpus, share)
+            return self.first_free_placement(job.gpus, share)
+        return self.fullest_placement(job.gpus, share)
+
+    def per_node_placement(self, order: Iterable[int], gpus: int, per_node: int,
+                           share: PerGpu) -> dict[int, int] | None:
+        """``gpus / per_node`` servers, taken in ``order``, each with ``per_node`` GPUs and
+        their share free; None if there are not that many."""
+        c, m = share.cpus * per_node, share.mem_gb * per_node - MEM_EPS
+        out: dict[int, int] = {}
+        for i in order:
+            if self.fg[i] >= per_node and self.fc[i] >= c and self.fm[i] >= m:
+                out[i] = per_node
+                if len(out) * per_node == gpus:
+                    return out
+        return None
 
     def fullest_placement(self, gpus: int, share: PerGpu) -> dict[int, int] | None:
         """Whole on the server with the fewest free GPUs where it all fits, else spread GPU

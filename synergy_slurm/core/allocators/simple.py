@@ -16,7 +16,7 @@ class ProportionalAllocator(Allocator):
 
     def admit(self, job: JobSpec, ledger: Ledger) -> str | None:
         demand = Demand(ledger.fair, 1.0, "proportional")
-        placement = ledger.find_placement(job.gpus, demand.share)
+        placement = ledger.find_placement(job, demand.share)
         if placement is None:
             return "no room for its proportional share"
         ledger.place(job, demand, placement)
@@ -30,7 +30,7 @@ class GreedyAllocator(Allocator):
 
     def admit(self, job: JobSpec, ledger: Ledger) -> str | None:
         demand = ideal_demand(job, ledger.fair, ledger.cluster.servers)
-        placement = ledger.find_placement(job.gpus, demand.share)
+        placement = ledger.find_placement(job, demand.share)
         if placement is None:
             return "its ideal share does not fit (greedy does not downgrade)"
         ledger.place(job, demand, placement)

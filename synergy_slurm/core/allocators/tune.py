@@ -53,19 +53,19 @@ def upgrade_lowered(ledger: Ledger) -> None:
 def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger, interpolate: bool) -> str | None:
     """TUNE's three steps for one job wanting ``wanted`` (shared with OPT's rounding)."""
     fair = ledger.fair
-    placement = ledger.find_placement(job.gpus, wanted.share)
+    placement = ledger.find_placement(job, wanted.share)
     if placement is not None:
         ledger.place(job, wanted, placement)
         return None
     lowered = fair_capped(job, wanted.share, fair) if not wanted.share.within(fair) else wanted
     if interpolate:
         for d in intermediate_points(job, wanted.share, lowered, fair):
-            placement = ledger.find_placement(job.gpus, d.share)
+            placement = ledger.find_placement(job, d.share)
             if placement is not None:
                 ledger.place(job, d, placement)
                 return None
     if lowered is not wanted:
-        placement = ledger.find_placement(job.gpus, lowered.share)
+        placement = ledger.find_placement(job, lowered.share)
         if placement is not None:
             ledger.place(job, lowered, placement)
             return None
@@ -79,6 +79,8 @@ def place_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger) -> b
     else GPU by GPU; all or nothing."""
     mark = ledger.checkpoint()
     g = job.gpus
+    if job.gpus_per_node:
+        return _per_node_with_peer_downgrade(job, demand, ledger, mark)
     if g <= ledger.max_gpus:
         for i in ledger.servers_by_free_gpus(at_least=g):
             if ledger.free_up(i, g, demand.share):
@@ -99,6 +101,27 @@ def place_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger) -> b
     for i, k in placement.items():
         ledger._take(i, -k, -k * demand.share.cpus, -k * demand.share.mem_gb)
     if left == 0:
+        ledger.place(job, demand, placement)
+        return True
+    ledger.rollback(mark)
+    return False
+
+
+def _per_node_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger,
+                                  mark: int) -> bool:
+    """The peer downgrade for a request per node: whole nodes of ``gpus_per_node`` GPUs
+    on the fullest servers that can free that much; all or nothing."""
+    k = job.gpus_per_node
+    placement: dict[int, int] = {}
+    for i in ledger.servers_by_free_gpus(at_least=k):
+        if ledger.free_up(i, k, demand.share):
+            placement[i] = k
+            ledger._take(i, k, k * demand.share.cpus, k * demand.share.mem_gb)
+            if len(placement) * k == job.gpus:
+                break
+    for i in placement:
+        ledger._take(i, -k, -k * demand.share.cpus, -k * demand.share.mem_gb)
+    if len(placement) * k == job.gpus:
         ledger.place(job, demand, placement)
         return True
     ledger.rollback(mark)

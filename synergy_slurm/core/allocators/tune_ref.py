@@ -134,7 +134,7 @@ class RefTuneAllocator(Allocator):
         return "no room even after lowering peers to their proportional share"
 
     def _try_place(self, job: JobSpec, demand: Demand, ledger: Ledger) -> bool:
-        placement = ledger.find_placement(job.gpus, demand.share)
+        placement = ledger.find_placement(job, demand.share)
         if placement is None:
             return False
         ledger.place(job, demand, placement)
