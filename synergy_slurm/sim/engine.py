@@ -1,12 +1,15 @@
-"""The round loop: a plan per round from the shared core, progress credited per round.
+"""The simulator: the paper's rounds, or the controller model.
 
-Semantics (SYNERGY.md, "Rounds"): every ``round_s`` seconds the plan is made afresh from all
-runnable jobs. A job in the plan runs the whole round and is credited
-floor(available time / effective iteration time) iterations; it completes at the end of
-the round in which its iterations run out. A job whose GPUs, cores, memory and servers are
-unchanged keeps running (lease extension); any other change, or resuming after a pause,
-costs ``restart_cost_s`` (0 by default, as in the paper; carried into later rounds when
-longer than one). The first start costs nothing.
+The paper's rounds (``preemptive``, SYNERGY.md "Rounds"): every ``round_s`` seconds the
+plan is made afresh from all runnable jobs. A job in the plan runs the whole round and is
+credited floor(available time / effective iteration time) iterations; it completes at the
+end of the round in which its iterations run out. A job whose GPUs, cores, memory and
+servers are unchanged keeps running (lease extension); any other change, or resuming after
+a pause, costs ``restart_cost_s`` (0 by default, as in the paper; carried into later rounds
+when longer than one). The first start costs nothing.
+
+The controller model (``preemptive=False``; :mod:`.controller_model`): Slurm's queue,
+backfill and placement, with synergy's hook and controller on top, in continuous time.
 
 The engine has no scheduling logic of its own: the order and the shares come from
 ``synergy_slurm.core``.
@@ -14,11 +17,10 @@ The engine has no scheduling logic of its own: the order and the shares come fro
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..core import (
     Allocation,
@@ -36,7 +38,10 @@ from ..core import (
     plan_round,
 )
 from ..core.allocators.tune_ref import reference_speedup
+from ..core.backfill import BF_MAX_JOB_TEST
+from ..core.pools import Pool
 from ..core.usage import UsageRule, UsageSample, busy_share, judge
+from .controller_model import simulate_controller
 from .trace import TraceJob
 
 _NO_REQUEUE = RequeueRule()
@@ -66,8 +71,9 @@ class SimConfig:
     reference_speedups: bool = False
     window: tuple[int, int] | None = None
     opt_time_limit_s: float = 1.5
-    # False: a running job keeps its allocation until it ends (what the controller does to
-    # jobs that may not be requeued); only waiting jobs are planned, into what is free.
+    # False: the controller model (.controller_model): Slurm's scheduler, and synergy's
+    # hook and controller unless the allocator is proportional; ``round_s`` is then
+    # Slurm's scheduling interval (sched_interval / bf_interval).
     preemptive: bool = True
     # With preemptive=False: requeue running jobs into idle resources when it pays (as the
     # controller does), at most this many per round, each job at most every interval.
@@ -79,6 +85,16 @@ class SimConfig:
     # With preemptive=False: lower running jobs' memory to what their profiles need, in
     # place (as the controller does where Slurm can: 26.05).
     shrink_memory: bool = False
+    # With preemptive=False: the site's partitions (core.pools.Pool; empty: one pool over
+    # ``cluster``), the controller's round (0: ``round_s``), how long after a release Slurm
+    # sees the job, whether the release honours lowering a pending job (26.05: known
+    # profiles start unheld, shaped by the hook) and the backfill's depth
+    # (bf_max_job_test).
+    pools: tuple[Pool, ...] = ()
+    controller_interval_s: float = 0.0
+    release_delay_s: float = 0.0
+    lowers_pending: bool = False
+    bf_max_job_test: int = BF_MAX_JOB_TEST
     # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
     placement: str | None = None
     # Resources held at given times whatever the scheduler does (a history's jobs without
@@ -94,6 +110,12 @@ class SimConfig:
             raise ValueError("round length must be positive")
         if self.restart_cost_s < 0:
             raise ValueError("restart cost must not be negative")
+        if self.controller_interval_s < 0 or self.release_delay_s < 0:
+            raise ValueError("the controller's interval and release delay must not be "
+                             "negative")
+        if not self.preemptive and self.reference_speedups:
+            raise ValueError("the reference's speedups belong to the paper's rounds, not "
+                             "the controller model")
 
 
 @dataclass
@@ -160,22 +182,15 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
              on_round: Callable[[float, int], None] | None = None,
              max_rounds: int = 10_000_000) -> SimResult:
     """Run the trace (sorted by arrival; may be endless when a window is given) to the end:
-    every job finished, or every job of the window finished.
-
-    Where no running job can change (no preemption, no requeues, the profiles' own
-    speedups), only rounds with an event (an arrival, a job ending, background starting or
-    ending) are planned: the result is the same round by round, found in a fraction of
-    the time on long histories (:func:`_simulate_events`)."""
-    if event_driven(config):
-        return _simulate_events(trace, profiles, config, on_round, max_rounds)
-    return _simulate_rounds(trace, profiles, config, on_round, max_rounds)
-
-
-def event_driven(config: SimConfig) -> bool:
-    """Whether a running job's shape is fixed from start to end in this configuration."""
-    grows = config.requeue_budget > 0 and config.allocator != "proportional"
-    return (not config.preemptive and not grows and not config.shrink_memory
-            and not config.reference_speedups and config.usage is None)
+    every job finished, or every job of the window finished."""
+    if config.preemptive:
+        return _simulate_rounds(trace, profiles, config, on_round, max_rounds)
+    started = time.perf_counter()
+    res = simulate_controller(trace, profiles, config, on_round, max_rounds)
+    results = [JobResult(r.trace.job_id, r.trace.model, r.trace.gpus, r.trace.arrival,
+                         r.start, r.finish, r.restarts) for r in res.runs]
+    return SimResult(config, results, res.passes, res.end_s, time.perf_counter() - started,
+                     res.utilisation)
 
 
 def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
@@ -184,8 +199,6 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     """Every round planned and credited, as SYNERGY.md's rounds describe."""
     started = time.perf_counter()
     policy, allocator = _scheduler(config)
-    requeue = RequeueRule(config.restart_cost_s, config.requeue_interval_s,
-                          config.requeue_budget)
     cluster = config.cluster
     fair = cluster.fair
     total = cluster.total
@@ -210,13 +223,9 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
             now = max(now + rnd, math.ceil(upcoming.arrival / rnd) * rnd)
             continue
         here = background.at(now) if background else cluster
-        if config.preemptive:
-            allocations = list(plan_round([j.spec(caps) for j in active.values()], (), here,
-                                          policy, allocator, _NO_REQUEUE, {}, now
-                                          ).plan.allocations)
-        else:
-            allocations = _keep_running(active, here, policy, allocator, requeue, now,
-                                        config.shrink_memory, caps, config.requeue_opt_in)
+        allocations = list(plan_round([j.spec(caps) for j in active.values()], (), here,
+                                      policy, allocator, _NO_REQUEUE, {}, now
+                                      ).plan.allocations)
         used_g = used_c = 0
         used_m = 0.0
         running: set[int] = set()
@@ -267,97 +276,6 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
 
 
-def _simulate_events(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
-                     config: SimConfig, on_round: Callable[[float, int], None] | None,
-                     max_rounds: int) -> SimResult:
-    """The rounds of :func:`_simulate_rounds` where running jobs keep their shape: a job's
-    last round is known when it starts (its iterations per round never change), so rounds
-    without an arrival, an end or a background change are skipped, not planned (their
-    utilisation rows are the previous round's)."""
-    started = time.perf_counter()
-    policy, allocator = _scheduler(config)
-    cluster = config.cluster
-    fair = cluster.fair
-    total = cluster.total
-    rnd = config.round_s
-    arrivals, upcoming, now = _first_arrival(trace, rnd)
-    waiting: dict[int, _Job] = {}
-    running: dict[int, _Job] = {}
-    ends: list[tuple[float, int]] = []           # (end of its last round, job id)
-    used: dict[str, Resources] = {}
-    seen: list[_Job] = []
-    window_left = None
-    if config.window is not None:
-        window_left = config.window[1] - config.window[0] + 1
-    bg_changes = sorted({math.ceil(t / rnd) * rnd for o in config.background
-                         for t in (o.start, o.end)})
-    bg_next = 0
-    background = _Background(cluster, config.background) if config.background else None
-    rounds = 0
-    util: list[tuple[float, float, float, float]] = []
-    usage = [0, 0.0, 0.0]                         # GPUs, cores, GB allocated now
-    while rounds < max_rounds:
-        upcoming = _arrive(upcoming, arrivals, now, profiles, fair, waiting, seen)
-        while ends and ends[0][0] <= now:
-            _, jid = heapq.heappop(ends)
-            job = running.pop(jid)
-            assert job.alloc is not None
-            for name, n in job.alloc.placement:
-                used[name] = used[name] - job.alloc.share.times(n)
-            usage[0] -= job.alloc.gpus
-            usage[1] -= job.alloc.share.cpus * job.alloc.gpus
-            usage[2] -= job.alloc.share.mem_gb * job.alloc.gpus
-            if config.window and config.window[0] <= jid <= config.window[1]:
-                assert window_left is not None
-                window_left -= 1
-        if window_left == 0 or (not waiting and not running and upcoming is None):
-            break
-        if waiting:
-            here = background.at(now) if background else cluster
-            held = ClusterState(here.servers, here.reserved + tuple(
-                (name, r) for name, r in used.items() if r != Resources()), here.fair_share)
-            plan = plan_round([j.spec() for j in waiting.values()], (), held, policy,
-                              allocator, _NO_REQUEUE, {}, now).plan
-            for alloc in plan.allocations:
-                job = waiting.pop(alloc.job_id)
-                job.alloc, job.start = alloc, now
-                eff = effective_iter_s(job, alloc, fair, False)
-                per_round = math.floor(rnd / eff)
-                if per_round > 0:
-                    need = math.ceil(job.trace.iterations / per_round)
-                    job.finish = now + need * rnd
-                    heapq.heappush(ends, (job.finish, alloc.job_id))
-                running[alloc.job_id] = job
-                for name, n in alloc.placement:
-                    used[name] = used.get(name, Resources()) + alloc.share.times(n)
-                usage[0] += alloc.gpus
-                usage[1] += alloc.share.cpus * alloc.gpus
-                usage[2] += alloc.share.mem_gb * alloc.gpus
-        # The next round anything can change in: an arrival, an end, the background.
-        while bg_next < len(bg_changes) and bg_changes[bg_next] <= now:
-            bg_next += 1
-        soon = [t for t in (math.ceil(upcoming.arrival / rnd) * rnd if upcoming else None,
-                            ends[0][0] if ends else None,
-                            bg_changes[bg_next] if bg_next < len(bg_changes) else None)
-                if t is not None]
-        nxt = max(now + rnd, min(soon)) if soon else now + rnd
-        if waiting or running:
-            # As the round loop counts them: every round with a job in the system.
-            skipped = min(round((nxt - now) / rnd), max_rounds - rounds)
-            row = (usage[0] / total.gpus, usage[1] / total.cpus, usage[2] / total.mem_gb)
-            util.extend((now + k * rnd, *row) for k in range(skipped))
-            rounds += skipped
-            nxt = now + skipped * rnd
-        now = nxt
-        if on_round is not None:
-            on_round(now, len(seen) - len(waiting) - len(running))
-    for job in running.values():
-        job.finish = None   # its end was known at its start, but the run stopped before it
-    results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
-                         j.finish, j.restarts) for j in seen]
-    return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
-
-
 def _scheduler(config: SimConfig) -> tuple[Policy, Allocator]:
     opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
     return get_policy(config.policy), get_allocator(config.allocator, config.placement,
@@ -393,41 +311,6 @@ def _arrive(upcoming: TraceJob | None, arrivals: Iterator[TraceJob], now: float,
         if upcoming is not None and upcoming.arrival < last:
             raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
     return upcoming
-
-
-def _keep_running(active: dict[int, _Job], cluster: ClusterState, policy: Policy,
-                  allocator: Allocator, rule: RequeueRule, now: float,
-                  shrink: bool = False,
-                  caps: Mapping[tuple[str, str], PerGpu] | None = None,
-                  opt_in: bool = False) -> list[Allocation]:
-    """The controller's model: running jobs keep their allocation (``shrink``: less the
-    memory their profiles do not need, no restart), waiting jobs are planned into what is
-    left, and running jobs are requeued into idle resources when it pays."""
-    kept = [j.alloc for j in active.values() if j.alloc is not None]
-    held = ClusterState(cluster.servers, fair_share=cluster.fair, reserved=cluster.reserved + tuple(
-        (name, a.share.times(n)) for a in kept for name, n in a.placement))
-    # Running jobs are offered idle resources only when requeues may happen at all.
-    running = [(j.spec(caps), j.alloc) for j in active.values()
-               if j.alloc is not None and (j.trace.requeue_ok or not opt_in)
-               ] if rule.budget and allocator.grows_running else []
-    waiting = [j.spec(caps) for j in active.values() if j.alloc is None]
-    last = {j.trace.job_id: j.requeued_at for j in active.values()}
-    shrinkable = [(j.spec(), j.alloc) for j in active.values()
-                  if j.alloc is not None and j.profile is not None] if shrink else []
-    rp = plan_round(waiting, running, held, policy, allocator, rule, last, now, shrinkable)
-    for sh in rp.shrinks:
-        job = active[sh.job_id]
-        assert job.alloc is not None
-        job.alloc = replace(job.alloc, share=sh.share, speedup=sh.speedup, how="shrunk")
-        job.shape = (sh.share, job.alloc.placement)   # the same job, running on: no restart
-    for rq in rp.requeues:
-        job = active[rq.job_id]
-        assert job.alloc is not None
-        job.alloc = replace(job.alloc, share=rq.demand.share, speedup=rq.demand.speedup,
-                            how="requeued")
-        job.requeued_at = now
-    return [j.alloc for j in active.values() if j.alloc is not None] + list(
-        rp.plan.allocations)
 
 
 def _watch(allocations: list[Allocation], jobs: Mapping[int, _Job], fair: PerGpu,

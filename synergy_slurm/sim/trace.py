@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core import Profile
+from ..core import PerGpu, Profile
 from .jobsets import CLASSES
 
 # Multi-GPU traces draw GPU counts from {1, 2, 4, 8, 16} with these weights: mostly small
@@ -44,6 +44,24 @@ class TraceJob:
     # A history's job that opted in to requeues (synergy:requeue-ok): with
     # SimConfig.requeue_opt_in only such jobs are requeued.
     requeue_ok: bool = False
+    # How Slurm saw it (the controller model; the paper's rounds ignore these): its
+    # partition ("": the first pool) and GPU type ("": any), GPUs per node of a per-node
+    # request (0: Slurm chooses the nodes), its time limit (0: none), the share it asked
+    # for without synergy (None: its partition's default), and the time it asked to wait
+    # for (--begin, a dependency, a user's hold; None: none).
+    partition: str = ""
+    gpu_type: str = ""
+    gpus_per_node: int = 0
+    time_limit_s: float = 0.0
+    share: PerGpu | None = None
+    eligible: float | None = None
+    # Its run: seconds of work at the proportional share (0: from ``iterations`` and the
+    # profile), start-up seconds that no share speeds up, and, for a job whose outcome is
+    # fixed (it hit its time limit, failed or was cancelled), how long it ran whatever it
+    # is given (0: not fixed).
+    work_s: float = 0.0
+    startup_s: float = 0.0
+    fixed_s: float = 0.0
 
 
 def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> list[TraceJob]:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import pytest
 
 from synergy_slurm.core import (
-    Allocation,
     ClusterState,
     PerGpu,
     Profile,
-    RequeueRule,
-    get_allocator,
-    get_policy,
 )
+from synergy_slurm.core.backfill import Start
 from synergy_slurm.core.usage import UsageRule
-from synergy_slurm.sim.engine import SimConfig, _Job, _keep_running, simulate
+from synergy_slurm.sim.controller_model import _Model
+from synergy_slurm.sim.engine import SimConfig, simulate
 from synergy_slurm.sim.metrics import jct_stats
 from synergy_slurm.sim.trace import TraceJob, mislabel
 
@@ -132,28 +130,28 @@ def test_non_preemptive_mode_keeps_running_jobs_and_requeues_when_it_pays():
 
 
 def test_the_controller_model_lowers_running_memory_in_place_when_asked():
-    # A running job holds the node's memory at its proportional share though its profile
-    # runs as fast with 10 GB (it started before its profile was known); a waiting job
-    # needs 62.5 GB. Lowering the running job's memory in place (Slurm 26.05) admits the
-    # waiting one this round, without restarting the running one.
+    # A running job holds the node's memory (its user asked for 125 GB; it started before
+    # synergy planned it) though its profile runs as fast with 10 GB; a waiting job needs
+    # 62.5 GB. Lowering the running job's memory in place (Slurm 26.05) lets the
+    # controller plan the waiting one this round, without restarting the running one.
     cl = ClusterState.uniform(1, gpus=2, cpus=6, mem_gb=125.0)
     flat_mem = Profile("lm", (1, 3), (10, 62.5, 125), ((0.5, 0.5, 0.5), (1, 1, 1)))
+    profiles = {"lm": flat_mem, "h": hungry()}
     trace = [TraceJob(0, "lm", 0, 1000, 1), TraceJob(1, "h", 0, 1000, 1)]
     for shrink in (False, True):
-        running = _Job(trace[0], flat_mem, 1.0, 1.0, start=0.0)
-        running.alloc = Allocation(0, 1, PerGpu(3, 125.0), ((cl.servers[0].name, 1),), 1.0,
-                                   "proportional")
-        running.shape = (running.alloc.share, running.alloc.placement)
-        waiting = _Job(trace[1], hungry(), 1.0, 1.0)
-        active = {0: running, 1: waiting}
-        allocs = _keep_running(active, cl, get_policy("fifo"), get_allocator("tune"),
-                               RequeueRule(), 300.0, shrink)
-        by_id = {a.job_id: a for a in allocs}
-        assert (1 in by_id) is shrink
-        held = by_id[0]
+        model = _Model(profiles, SimConfig(cl, allocator="tune", preemptive=False,
+                                           shrink_memory=shrink), None)
+        for tj in trace:
+            model._arrive(tj)
+        model.waiting[0].share, model.waiting[0].held = PerGpu(3, 125.0), False
+        model._start([Start(0, ((cl.servers[0].name, 1),))], 0.0)
+        model._controller(300.0)
+        waiting = model.waiting[1]
+        assert waiting.held is not shrink      # planned and released only after a shrink
+        held = model.running[0].alloc
         if shrink:
             assert held.share == PerGpu(3, 10) and held.how == "shrunk"
-            assert running.shape == (held.share, held.placement)   # not a restart
+            assert model.running[0].restarts == 0      # lowered in place, not restarted
         else:
             assert held.share == PerGpu(3, 125.0)
 

@@ -1,0 +1,196 @@
+"""Slurm's own scheduler as the replay models it: which waiting jobs start now, and where.
+
+Slurm starts jobs in two passes (SchedMD's sched_config.html):
+
+* the **main scheduler**, on events (a submission, a job's end, a release) and every
+  ``sched_interval``: the queue in priority order; a job that fits now starts, and once a
+  job of a partition is left pending no later job of that partition starts (so it does not
+  take what the first one waits for);
+* the **backfill scheduler**, every ``bf_interval``: the queue again, up to
+  ``bf_max_job_test`` jobs, on a timeline of when the running jobs end *by their time
+  limits* (Slurm cannot know sooner). A job starts if it fits now and, for its whole time
+  limit, leaves room for every reservation made before it; a job that cannot start
+  reserves its resources from the earliest time they are all free (within ``bf_window``).
+  So a lower-priority job only goes ahead where it ends before the higher ones need its
+  nodes, or does not touch them.
+
+Both place a job as cons_tres does: on the node with the fewest free GPUs that holds it
+whole, else spread over the fullest nodes (``--gpus=N``), or on whole nodes of its
+per-node GPUs (``--gres=gpu:k``). Pure: times are the caller's, nothing is read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .resources import MEM_EPS, ClusterState, PerGpu, Resources
+
+# slurm.conf's defaults: bf_max_job_test (jobs tested per backfill pass) and bf_window
+# (how far ahead reservations are made; a job that cannot start within it does not block).
+BF_MAX_JOB_TEST = 500
+BF_WINDOW_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job in Slurm's queue: its GPUs with their per-GPU share, its time limit (what
+    Slurm plans with), its partition and the nodes it may run on."""
+
+    id: int
+    gpus: int
+    share: PerGpu
+    limit_s: float
+    partition: str
+    servers: frozenset[str]
+    gpus_per_node: int = 0
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Resources a running job holds on ``server`` until ``until`` (its start plus its time
+    limit: when Slurm expects them back)."""
+
+    server: str
+    resources: Resources
+    until: float
+
+
+@dataclass(frozen=True)
+class Start:
+    job_id: int
+    placement: tuple[tuple[str, int], ...]
+
+
+class _Timeline:
+    """Free resources per server now, when running jobs give theirs back, and the
+    reservations made so far."""
+
+    def __init__(self, cluster: ClusterState, busy: Sequence[Busy], now: float) -> None:
+        self.now = now
+        self.names = [s.name for s in cluster.servers]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.cap_gpus = [s.capacity.gpus for s in cluster.servers]
+        self.free = [[r.gpus, r.cpus, r.mem_gb] for r in cluster.free()]
+        self.releases: list[list[tuple[float, int, int, float]]] = [[] for _ in self.names]
+        self.reserved: list[list[tuple[float, float, int, int, float]]] = [
+            [] for _ in self.names]
+        for b in busy:
+            i = self.index.get(b.server)
+            if i is not None and b.until > now:
+                r = b.resources
+                self.releases[i].append((b.until, r.gpus, r.cpus, r.mem_gb))
+
+    def free_at(self, i: int, t: float) -> list[float]:
+        g, c, m = self.free[i]
+        for when, dg, dc, dm in self.releases[i]:
+            if when <= t:
+                g, c, m = g + dg, c + dc, m + dm
+        for t0, t1, dg, dc, dm in self.reserved[i]:
+            if t0 <= t < t1:
+                g, c, m = g - dg, c - dc, m - dm
+        return [g, c, m]
+
+    def room(self, i: int, share: PerGpu, t: float, d: float) -> int:
+        """How many GPUs at ``share`` fit on server ``i`` from ``t`` for ``d`` seconds."""
+        checks = [t] + [t0 for t0, _, _, _, _ in self.reserved[i] if t < t0 < t + d]
+        best = self.cap_gpus[i]
+        for when in checks:
+            g, c, m = self.free_at(i, when)
+            k = int(g)
+            if share.cpus > 0:
+                k = min(k, int(c // share.cpus))
+            if share.mem_gb > 0:
+                k = min(k, math.floor((m + MEM_EPS) / share.mem_gb))
+            best = min(best, k)
+        return max(0, best)
+
+    def place(self, job: Waiting, t: float) -> dict[int, int] | None:
+        """Where ``job`` fits from ``t`` for its time limit, as cons_tres places it."""
+        mine = [self.index[n] for n in job.servers if n in self.index]
+        rooms = {i: self.room(i, job.share, t, job.limit_s) for i in mine}
+        gpus_at = {i: self.free_at(i, t)[0] for i in mine}
+        fullest = sorted(mine, key=lambda i: (gpus_at[i], self.names[i]))
+        if job.gpus_per_node:
+            k = job.gpus_per_node
+            nodes = [i for i in fullest if rooms[i] >= k][:job.gpus // k]
+            return {i: k for i in nodes} if len(nodes) * k == job.gpus else None
+        whole = [i for i in fullest if rooms[i] >= job.gpus]
+        if whole:
+            return {whole[0]: job.gpus}
+        out: dict[int, int] = {}
+        left = job.gpus
+        for i in fullest:
+            k = min(rooms[i], left)
+            if k > 0:
+                out[i] = k
+                left -= k
+                if left == 0:
+                    return out
+        return None
+
+    def start(self, job: Waiting, placement: dict[int, int]) -> None:
+        for i, n in placement.items():
+            r = job.share.times(n)
+            self.free[i] = [self.free[i][0] - r.gpus, self.free[i][1] - r.cpus,
+                            self.free[i][2] - r.mem_gb]
+            self.releases[i].append((self.now + job.limit_s, r.gpus, r.cpus, r.mem_gb))
+
+    def reserve(self, job: Waiting, placement: dict[int, int], t: float) -> None:
+        for i, n in placement.items():
+            r = job.share.times(n)
+            self.reserved[i].append((t, t + job.limit_s, r.gpus, r.cpus, r.mem_gb))
+
+    def times_after(self) -> list[float]:
+        """When anything is given back: the candidate start times of a reservation."""
+        out = {when for rel in self.releases for when, *_ in rel if when > self.now}
+        out |= {t1 for res in self.reserved for _, t1, *_ in res if t1 > self.now}
+        return sorted(out)
+
+    def named(self, placement: dict[int, int]) -> tuple[tuple[str, int], ...]:
+        return tuple((self.names[i], n) for i, n in sorted(placement.items()))
+
+
+def main_pass(queue: Sequence[Waiting], cluster: ClusterState, now: float) -> list[Start]:
+    """The main scheduler: ``queue`` in priority order; what fits now starts, and a
+    partition stops at its first job that does not."""
+    line = _Timeline(cluster, (), now)
+    blocked: set[str] = set()
+    out: list[Start] = []
+    for job in queue:
+        if job.partition in blocked:
+            continue
+        where = line.place(job, now)
+        if where is None:
+            blocked.add(job.partition)
+            continue
+        line.start(job, where)
+        out.append(Start(job.id, line.named(where)))
+    return out
+
+
+def backfill_pass(queue: Sequence[Waiting], cluster: ClusterState, busy: Sequence[Busy],
+                  now: float, max_job_test: int = BF_MAX_JOB_TEST,
+                  window_s: float = BF_WINDOW_S) -> list[Start]:
+    """The backfill scheduler: the first ``max_job_test`` jobs of ``queue`` (priority
+    order) on the timeline of ``busy`` (what ``cluster.reserved`` holds, with when Slurm
+    expects it back; anything not in ``busy`` is held for good). Returns the jobs that start
+    now; the others' reservations only shape this pass, as in Slurm, which plans afresh
+    every pass."""
+    line = _Timeline(cluster, busy, now)
+    out: list[Start] = []
+    for job in queue[:max_job_test]:
+        where = line.place(job, now)
+        if where is not None:
+            line.start(job, where)
+            out.append(Start(job.id, line.named(where)))
+            continue
+        for t in line.times_after():
+            if t > now + window_s:
+                break
+            where = line.place(job, t)
+            if where is not None:
+                line.reserve(job, where, t)
+                break
+    return out

@@ -1,0 +1,416 @@
+"""The controller model: a site's Slurm, with or without synergy's hook and controller.
+
+What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continuous time
+(the paper's rounds are :mod:`.engine`'s):
+
+* **Slurm** (:mod:`..core.backfill`): a job is in the queue from its submission (or the
+  time it asked to wait for); on every event (a submission, an end, a release) the main
+  scheduler starts what fits in priority order, each partition stopping at its first job
+  that does not; every ``round_s`` (sched_interval / bf_interval) the backfill scheduler
+  also starts lower-priority jobs that end, by their time limits, before the reservations
+  of the jobs before them. A running job keeps its allocation until it ends; jobs are
+  placed as cons_tres places them, in their partition (and GPU type).
+* **A job's run**: its start-up (not sped up), then its work at the speed its profile
+  gives at its share. A job whose outcome is fixed (it hit its time limit, failed or was
+  cancelled in the history) runs exactly as long as it did.
+* **synergy** (allocator other than ``proportional``): the hook tags every job; on a
+  release that ignores lowering a scheduled job (22.05) it holds them all, on one that
+  honours it (``lowers_pending``: 26.05) only jobs without a known profile, and gives
+  known ones their ideal share, capped at a node. Every ``controller_interval_s`` the
+  controller plans the pending jobs of every pool (``core.plan_pools``, the call the real
+  controller makes) into what is free: a held job it plans is given its share and
+  released (Slurm sees it ``release_delay_s`` later), a visible one is raised (or lowered
+  where the release honours it); held jobs are invisible to Slurm's backfill. It requeues
+  running jobs that opted in when the time saved beats ``restart_cost_s``, and lowers
+  running jobs' memory in place where asked (``shrink_memory``: 26.05).
+* **Without synergy** (``proportional``): no hook, no controller; each job asks for the
+  share it asked for in the history (``TraceJob.share``), else its partition's default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from ..core import (
+    Allocation,
+    ClusterState,
+    JobSpec,
+    PerGpu,
+    Profile,
+    RequeueRule,
+    Resources,
+)
+from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
+from ..core.demand import ideal_demand
+from ..core.pools import Pool, PoolJobs, plan_pools, type_order
+from ..core.usage import UsageSample, busy_share, judge
+from .trace import TraceJob
+
+# A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
+# backfill window.
+UNLIMITED_S = 365 * 24 * 3600.0
+
+
+@dataclass
+class _Run:
+    """One trace job in the model."""
+
+    trace: TraceJob
+    pool: Pool
+    profile: Profile | None        # what synergy plans it by (None: unknown)
+    true: Profile | None           # what it runs as (a mislabelled job's own)
+    work_s: float                  # work left, seconds at the pool's proportional share
+    debt_s: float                  # start-up or restart time still to pay (not sped up)
+    share: PerGpu                  # what it asks Slurm for now
+    held: bool = False
+    eligible_at: float = 0.0
+    alloc: Allocation | None = None
+    run_start: float = 0.0
+    rate: float = 1.0
+    end_at: float = math.inf
+    start: float | None = None
+    finish: float | None = None
+    restarts: int = 0
+    requeued_at: float = -math.inf
+
+    @property
+    def fair(self) -> PerGpu:
+        return self.pool.cluster.fair
+
+    @property
+    def limit_s(self) -> float:
+        return self.trace.time_limit_s or UNLIMITED_S
+
+    def speed(self, share: PerGpu) -> float:
+        if self.trace.fixed_s:
+            return 1.0
+        real = self.true or self.profile
+        return real.speedup(share, self.fair) if real is not None else 1.0
+
+    def done_by(self, t: float) -> tuple[float, float]:
+        """(work left, debt left) at ``t`` of the current run."""
+        ran = max(0.0, t - self.run_start)
+        paid = min(ran, self.debt_s)
+        return max(0.0, self.work_s - (ran - paid) * self.rate), self.debt_s - paid
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """What :func:`simulate_controller` returns to the engine, which wraps it."""
+
+    runs: list[_Run]
+    passes: int
+    end_s: float
+    utilisation: list[tuple[float, float, float, float]]
+
+
+def simulate_controller(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config,
+                        on_round: Callable[[float, int], None] | None = None,
+                        max_passes: int = 10_000_000) -> ModelResult:
+    """Replay ``trace`` (sorted by submission) through the model; ``config`` is the
+    engine's :class:`~.engine.SimConfig`."""
+    return _Model(profiles, config, on_round).run(iter(trace), max_passes)
+
+
+class _Model:
+    def __init__(self, profiles: Mapping[str, Profile], config, on_round) -> None:
+        from .engine import _scheduler  # one place builds the policy and allocator
+
+        self.cfg = config
+        self.profiles = profiles
+        self.on_round = on_round
+        self.policy, self.allocator = _scheduler(config)
+        self.synergy = config.allocator != "proportional"
+        self.pools = config.pools or (Pool("", config.cluster),)
+        self.by_partition = {p.partition: p for p in self.pools}
+        self.servers = config.cluster.servers
+        self.total = config.cluster.total
+        self.rule = RequeueRule(config.restart_cost_s, config.requeue_interval_s,
+                                config.requeue_budget)
+        self.interval = config.controller_interval_s or config.round_s
+        self.waiting: dict[int, _Run] = {}
+        self.running: dict[int, _Run] = {}
+        self.seen: list[_Run] = []
+        self.held_bg: list[tuple[float, str, Resources]] = []   # (end, server, resources)
+        self.samples: dict[int, UsageSample] = {}
+        self.caps: dict[tuple[str, str], PerGpu] = {}
+        self.util: list[tuple[float, float, float, float]] = []
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self, arrivals, max_passes: int) -> ModelResult:
+        upcoming = next(arrivals, None)
+        if upcoming is None:
+            raise ValueError("empty trace")
+        t = upcoming.arrival
+        window_left = None
+        if self.cfg.window is not None:
+            window_left = self.cfg.window[1] - self.cfg.window[0] + 1
+        background = sorted(self.cfg.background, key=lambda o: o.start)
+        bg_next = 0
+        next_pass = t
+        next_tick = t
+        passes = 0
+        while passes < max_passes:
+            event = False
+            for run in [r for r in self.running.values() if r.end_at <= t]:
+                self._finish(run)
+                event = True
+                if self.cfg.window and self.cfg.window[0] <= run.trace.job_id <= \
+                        self.cfg.window[1]:
+                    assert window_left is not None
+                    window_left -= 1
+            if self.held_bg and min(e for e, _, _ in self.held_bg) <= t:
+                self.held_bg = [b for b in self.held_bg if b[0] > t]
+                event = True
+            while bg_next < len(background) and background[bg_next].start <= t:
+                o = background[bg_next]
+                if o.end > t:
+                    self.held_bg.append((o.end, o.server, o.resources))
+                bg_next += 1
+            while upcoming is not None and upcoming.arrival <= t:
+                self._arrive(upcoming)
+                last = upcoming.arrival
+                upcoming = next(arrivals, None)
+                if upcoming is not None and upcoming.arrival < last:
+                    raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
+                event = True
+            if window_left == 0 or (not self.waiting and not self.running
+                                    and upcoming is None):
+                break
+            if self.synergy and t >= next_tick:
+                self._controller(t)
+                next_tick = _next_on_grid(t, self.interval)
+            visible = self._visible(t)
+            if event or any(r.eligible_at == t for r in visible):
+                self._start(main_pass(self._queue(visible, t), self._cluster(), t), t)
+            if t >= next_pass:
+                visible = self._visible(t)
+                if visible:
+                    self._start(backfill_pass(self._queue(visible, t), self._cluster(),
+                                              self._busy(), t, self.cfg.bf_max_job_test), t)
+                next_pass = _next_on_grid(t, self.cfg.round_s)
+                passes += 1
+            self._record(t)
+            if self.on_round is not None:
+                self.on_round(t, sum(r.finish is not None for r in self.seen))
+            t = self._next_time(t, upcoming, background, bg_next, next_pass, next_tick)
+        return ModelResult(self.seen, passes, t, self.util)
+
+    def _next_time(self, t, upcoming, background, bg_next, next_pass, next_tick) -> float:
+        soon = [r.end_at for r in self.running.values()]
+        if upcoming is not None:
+            soon.append(upcoming.arrival)
+        if bg_next < len(background):
+            soon.append(background[bg_next].start)
+        soon += [e for e, _, _ in self.held_bg]
+        later = [r.eligible_at for r in self.waiting.values() if not r.held
+                 and r.eligible_at > t]
+        soon += later
+        if any(not r.held and r.eligible_at <= t for r in self.waiting.values()):
+            soon.append(next_pass)
+        if self.synergy and (self.waiting or (self.rule.budget and self.running)
+                             or (self.cfg.shrink_memory and self.running)
+                             or (self.cfg.usage is not None and self.running)):
+            soon.append(next_tick)
+        nxt = min(soon) if soon else t + self.cfg.round_s
+        return max(nxt, t + 1e-9) if nxt <= t else nxt
+
+    # -- a job's life ------------------------------------------------------------------
+    def _arrive(self, tj: TraceJob) -> None:
+        pool = self.by_partition.get(tj.partition, self.pools[0])
+        prof = self.profiles[tj.model] if tj.model else None
+        true = self.profiles[tj.true_model] if tj.true_model else prof
+        fair = pool.cluster.fair
+        if tj.fixed_s:
+            work = tj.fixed_s
+        elif tj.work_s:
+            work = tj.work_s
+        elif true is not None:
+            work = tj.iterations * (true.iter_time_s or 1.0) / true.at(fair.cpus, fair.mem_gb)
+        else:
+            work = tj.iterations * 0.001
+        run = _Run(tj, pool, prof, true if true is not prof else None, work,
+                   0.0 if tj.fixed_s else tj.startup_s, tj.share or fair,
+                   eligible_at=max(tj.arrival, tj.eligible or 0.0))
+        self.seen.append(run)
+        servers = pool.of_type(tj.gpu_type or None).servers
+        if sum(s.capacity.gpus for s in servers) < tj.gpus:
+            return    # Slurm refuses it at submission: never runs (counted unfinished)
+        if self.synergy:
+            self._hook(run, servers)
+        self.waiting[tj.job_id] = run
+
+    def _hook(self, run: _Run, servers) -> None:
+        """The job_submit hook: a known profile gets its ideal share (capped at a node);
+        held unless the release honours lowering (then only unknown ones are held)."""
+        if run.profile is not None:
+            spec = self._spec(run, 0.0)
+            run.share = ideal_demand(spec, run.fair, tuple(servers)).share
+            run.held = not self.cfg.lowers_pending
+        else:
+            run.share = run.fair
+            run.held = True
+
+    def _start(self, starts, t: float) -> None:
+        for s in starts:
+            run = self.waiting.pop(s.job_id)
+            run.alloc = Allocation(run.trace.job_id, run.trace.gpus, run.share, s.placement,
+                                   run.speed(run.share), "slurm")
+            run.run_start = t
+            run.rate = run.speed(run.share)
+            run.end_at = t + run.debt_s + run.work_s / run.rate
+            if run.start is None:
+                run.start = t
+            self.running[s.job_id] = run
+
+    def _finish(self, run: _Run) -> None:
+        del self.running[run.trace.job_id]
+        run.finish = run.end_at
+        run.work_s, run.debt_s = 0.0, 0.0
+
+    # -- what Slurm sees ---------------------------------------------------------------
+    def _visible(self, t: float) -> list[_Run]:
+        return [r for r in self.waiting.values() if not r.held and r.eligible_at <= t]
+
+    def _queue(self, runs: list[_Run], t: float) -> list[Waiting]:
+        specs = {r.trace.job_id: r for r in runs}
+        order = self.policy.order([self._spec(r, t) for r in runs], t)
+        return [self._waiting(specs[s.id]) for s in order]
+
+    def _waiting(self, run: _Run) -> Waiting:
+        gpu_type = run.trace.gpu_type or None
+        return Waiting(run.trace.job_id, run.trace.gpus, run.share, run.limit_s,
+                       run.pool.partition, run.pool.server_names(gpu_type),
+                       run.trace.gpus_per_node)
+
+    def _holdings(self) -> list[tuple[str, Resources]]:
+        out = [(name, r.alloc.share.times(n)) for r in self.running.values()
+               if r.alloc is not None for name, n in r.alloc.placement]
+        return out + [(server, res) for _, server, res in self.held_bg]
+
+    def _cluster(self) -> ClusterState:
+        return ClusterState(self.servers, tuple(self._holdings()), self.cfg.cluster.fair)
+
+    def _busy(self) -> list[Busy]:
+        out = [Busy(name, r.alloc.share.times(n), r.run_start + r.limit_s)
+               for r in self.running.values() if r.alloc is not None
+               for name, n in r.alloc.placement]
+        return out + [Busy(server, res, end) for end, server, res in self.held_bg]
+
+    # -- the controller ----------------------------------------------------------------
+    def _spec(self, run: _Run, t: float) -> JobSpec:
+        """The core's view, as the controller has it: remaining time from the time limit
+        where the job has one (what the controller knows), else the model's own."""
+        tj = run.trace
+        work, debt = run.done_by(t) if run.alloc is not None else (run.work_s, run.debt_s)
+        elapsed = t - run.run_start if run.alloc is not None else 0.0
+        remaining = (max(0.0, tj.time_limit_s - elapsed) if tj.time_limit_s
+                     else work + debt)
+        cap = self.caps.get((tj.model, tj.user))
+        return JobSpec(tj.job_id, tj.gpus, submitted=tj.arrival,
+                       duration_s=tj.time_limit_s or run.work_s, remaining_s=remaining,
+                       attained_s=max(0.0, t - run.start) if run.start is not None else 0.0,
+                       profile=run.profile, profile_key=tj.model, user=tj.user,
+                       priority=tj.priority, limit=cap, gpus_per_node=tj.gpus_per_node)
+
+    def _controller(self, t: float) -> None:
+        if self.cfg.usage is not None:
+            self._watch(t)
+        holdings = self._holdings()
+        groups: list[PoolJobs] = []
+        for pool in self.pools:
+            here = pool.with_reserved(holdings)
+            mine = [r for r in (*self.waiting.values(), *self.running.values())
+                    if r.pool is pool]
+            for gpu_type in type_order(r.trace.gpu_type or None for r in mine):
+                group = [r for r in mine if (r.trace.gpu_type or None) == gpu_type]
+                pending = [self._spec(r, t) for r in group if r.trace.job_id in self.waiting
+                           and (r.held or r.eligible_at <= t)]
+                running = [r for r in group if r.trace.job_id in self.running]
+                movable = [(self._spec(r, t), r.alloc) for r in running
+                           if r.alloc is not None and not r.trace.fixed_s
+                           and (r.trace.requeue_ok or not self.cfg.requeue_opt_in)
+                           ] if self.rule.budget else []
+                shrink = [(self._spec(r, t), r.alloc) for r in running
+                          if r.alloc is not None and r.profile is not None
+                          and len({n for _, n in r.alloc.placement}) == 1
+                          ] if self.cfg.shrink_memory else []
+                groups.append(PoolJobs(here, gpu_type, pending, movable, shrink))
+        last = {r.trace.job_id: r.requeued_at for r in self.running.values()}
+        for pp in plan_pools(groups, self.policy, self.allocator, self.rule, last, t):
+            if pp.round is None:
+                continue
+            for sh in pp.round.shrinks:
+                self._rerate(self.running[sh.job_id], t, sh.share)
+            for a in pp.round.plan.allocations:
+                self._reshape(self.waiting[a.job_id], a.share, t)
+            for rq in pp.round.requeues:
+                self._requeue(self.running[rq.job_id], rq.demand.share, t)
+
+    def _reshape(self, run: _Run, share: PerGpu, t: float) -> None:
+        """A planned pending job: a held one gets its share and is released; a visible
+        one is raised, and lowered only where Slurm honours it."""
+        if run.held:
+            run.share, run.held = share, False
+            run.eligible_at = t + self.cfg.release_delay_s
+            return
+        raise_ = share.cpus > run.share.cpus or (share.cpus == run.share.cpus
+                                                 and share.mem_gb != run.share.mem_gb)
+        if raise_ or (share.cpus < run.share.cpus and self.cfg.lowers_pending):
+            run.share = share
+
+    def _rerate(self, run: _Run, t: float, share: PerGpu) -> None:
+        """A running job's memory lowered in place: no restart, its speed from now on."""
+        assert run.alloc is not None
+        run.work_s, run.debt_s = run.done_by(t)
+        run.run_start = t
+        run.alloc = replace(run.alloc, share=share, how="shrunk")
+        run.share = share
+        run.rate = run.speed(share)
+        run.end_at = t + run.debt_s + run.work_s / run.rate
+
+    def _requeue(self, run: _Run, share: PerGpu, t: float) -> None:
+        """Requeued with a larger share: back in the queue (released at once, seen by Slurm
+        after the release delay), its progress kept, its restart to pay."""
+        run.work_s, _ = run.done_by(t)
+        run.debt_s = self.cfg.restart_cost_s
+        del self.running[run.trace.job_id]
+        run.alloc, run.end_at = None, math.inf
+        run.share, run.held = share, False
+        run.eligible_at = t + self.cfg.release_delay_s
+        run.restarts += 1
+        run.requeued_at = t
+        self.waiting[run.trace.job_id] = run
+
+    def _watch(self, t: float) -> None:
+        """The closed loop: what each running job's true profile keeps busy of its share,
+        judged per user and key; a suspect key is capped for that user's later jobs."""
+        for run in self.running.values():
+            real = run.true or run.profile
+            if real is None or run.alloc is None or run.start is None:
+                continue
+            busy = busy_share(real, run.alloc.share, run.fair)
+            self.samples[run.trace.job_id] = UsageSample(
+                run.trace.job_id, run.trace.model, run.trace.user, run.alloc.share, run.fair,
+                float(busy.cpus), busy.mem_gb, t - run.start)
+        assert self.cfg.usage is not None
+        self.caps = {k: v.cap for k, v in judge(self.samples.values(), self.cfg.usage).items()
+                     if v.cap is not None}
+
+    def _record(self, t: float) -> None:
+        used = Resources()
+        for r in self.running.values():
+            assert r.alloc is not None
+            used = used + r.alloc.total
+        row = (t, used.gpus / self.total.gpus, used.cpus / self.total.cpus,
+               used.mem_gb / self.total.mem_gb)
+        if not self.util or self.util[-1][1:] != row[1:]:
+            self.util.append(row)
+
+
+def _next_on_grid(t: float, step: float) -> float:
+    """The first multiple of ``step`` after ``t``."""
+    return (math.floor(t / step + 1e-9) + 1) * step
+

@@ -1,0 +1,72 @@
+"""Slurm's scheduler passes (core.backfill) on hand-made queues: strict priority per
+partition in the main pass; in the backfill pass, lower jobs start only where they end,
+by their time limits, before the reservations of the jobs above them."""
+
+from synergy_slurm.core import ClusterState, PerGpu, Resources
+from synergy_slurm.core.backfill import Busy, Waiting, backfill_pass, main_pass
+from synergy_slurm.core.resources import Server
+
+FAIR = PerGpu(3, 62.5)
+
+
+def node(name="n1"):
+    return Server(name, Resources(8, 24, 500.0))
+
+
+def busy_cluster(used_gpus: int, until: float, names=("n1",)):
+    servers = tuple(node(n) for n in names)
+    held = FAIR.times(used_gpus)
+    return (ClusterState(servers, ((names[0], held),)), [Busy(names[0], held, until)])
+
+
+def job(i, gpus, limit, partition="gpu", names=("n1",), per_node=0):
+    return Waiting(i, gpus, FAIR, limit, partition, frozenset(names), per_node)
+
+
+def ids(starts):
+    return [s.job_id for s in starts]
+
+
+def test_the_main_pass_stops_a_partition_at_its_first_waiting_job():
+    cluster, _ = busy_cluster(6, 1000.0)
+    queue = [job(1, 8, 500), job(2, 2, 50)]
+    assert ids(main_pass(queue, cluster, 0.0)) == []
+    # Another partition on other nodes is not held up by it.
+    two = ClusterState((node("n1"), node("n2")), (("n1", FAIR.times(6)),))
+    queue = [job(1, 8, 500, "a", ("n1",)), job(2, 2, 50, "a", ("n1",)),
+             job(3, 2, 50, "b", ("n2",))]
+    assert ids(main_pass(queue, two, 0.0)) == [3]
+
+
+def test_backfill_starts_only_what_ends_before_the_reservation():
+    # 6 of 8 GPUs busy until t=1000 (their job's limit); job 1 needs all 8: it reserves
+    # the node from t=1000. Job 2 (limit 2000) would still run then: it waits. Job 3
+    # (limit 100) ends long before: it starts now.
+    cluster, busy = busy_cluster(6, 1000.0)
+    queue = [job(1, 8, 500), job(2, 2, 2000), job(3, 2, 100)]
+    assert ids(backfill_pass(queue, cluster, busy, 0.0)) == [3]
+
+
+def test_a_job_beyond_the_test_depth_is_not_backfilled():
+    cluster, busy = busy_cluster(6, 1000.0)
+    queue = [job(1, 8, 500), job(2, 2, 2000), job(3, 2, 100)]
+    assert ids(backfill_pass(queue, cluster, busy, 0.0, max_job_test=2)) == []
+
+
+def test_a_reservation_beyond_the_window_does_not_block():
+    cluster, busy = busy_cluster(6, 3 * 86400.0)
+    queue = [job(1, 8, 500), job(2, 2, 2000)]
+    assert ids(backfill_pass(queue, cluster, busy, 0.0)) == [2]
+
+
+def test_placement_is_cons_tres_best_fit_then_spread_and_whole_nodes_per_node():
+    names = ("n1", "n2", "n3")
+    cluster = ClusterState(tuple(node(n) for n in names),
+                           (("n1", FAIR.times(6)), ("n2", FAIR.times(4))))
+    (s,) = main_pass([job(1, 2, 60, names=names)], cluster, 0.0)
+    assert s.placement == (("n1", 2),)             # the fullest node that holds it
+    full = ClusterState(tuple(node(n) for n in names),
+                        tuple((n, FAIR.times(6)) for n in names))
+    (s,) = main_pass([job(1, 4, 60, names=names)], full, 0.0)
+    assert sum(g for _, g in s.placement) == 4 and len(s.placement) == 2   # spread
+    assert main_pass([job(1, 4, 60, names=names, per_node=4)], full, 0.0) == []

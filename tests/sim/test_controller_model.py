@@ -1,0 +1,120 @@
+"""The controller model (whatif, simulate --no-preempt) behaves as Slurm does: jobs queue
+from their submission, Slurm's backfill keeps the higher jobs' reservations, placement is
+cons_tres's, partitions stay apart, fixed outcomes and start-up are not sped up, and
+synergy's controller acts on its own rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from synergy_slurm.core import ClusterState, Profile, Resources, Server
+from synergy_slurm.core.pools import Pool
+from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.trace import TraceJob
+
+ONE = ClusterState.uniform(1, gpus=8, cpus=24, mem_gb=500.0)
+
+
+def hungry():
+    """Twice as fast with 6 cores per GPU as with 3."""
+    return Profile("h", (3, 6), (62.5, 125), ((1, 1), (2, 2)), iter_time_s=1.0)
+
+
+def flat():
+    return Profile("m", (1, 3), (10, 62.5), ((1, 1), (1, 1)), iter_time_s=1.0)
+
+
+PROFILES = {"h": hungry(), "m": flat()}
+
+
+def run(trace, allocator="proportional", cluster=ONE, **kw):
+    cfg = SimConfig(cluster, allocator=allocator, preemptive=False, round_s=5.0, **kw)
+    return {j.job_id: j for j in simulate(trace, PROFILES, cfg).jobs}
+
+
+def job(i, t, gpus, work, limit=1000.0, model="m", **kw):
+    return TraceJob(i, model, t, 1, gpus, work_s=work, time_limit_s=limit, **kw)
+
+
+def test_the_plain_replay_keeps_slurms_reservations_instead_of_skipping_ahead():
+    # A holds 6 GPUs (limit 1000 s); B needs all 8 and reserves the node from A's limit.
+    # C (2 GPUs, limit 2000) would still run then: it waits behind B, as in Slurm (the
+    # core's admission loop alone would start it at once). D (limit 100) ends before the
+    # reservation: the backfill starts it at its next pass.
+    trace = [job(1, 0, 6, 900), job(2, 1, 8, 100), job(3, 2, 2, 100, limit=2000),
+             job(4, 3, 2, 50, limit=100)]
+    got = run(trace)
+    assert got[2].start == 900.0               # B when A really ends
+    assert got[3].start >= got[2].finish       # C never went ahead of B
+    assert got[4].start == 5.0                 # D backfilled at the pass after it came
+    assert got[4].finish <= 1000.0
+
+
+def test_jct_runs_from_the_submission():
+    got = run([job(1, 0, 8, 100), job(2, 10, 8, 100)])
+    assert got[2].arrival == 10.0 and got[2].start == 100.0 and got[2].jct_s == 190.0
+
+
+def test_a_job_asking_per_node_waits_where_a_gpus_job_spreads():
+    two = ClusterState.uniform(2, gpus=8, cpus=24, mem_gb=500.0)
+    trace = [job(1, 0, 6, 500), job(2, 0, 6, 500), job(3, 1, 4, 100),
+             job(4, 1, 4, 100, gpus_per_node=4)]
+    got = run(trace, cluster=two)
+    assert got[3].start == 1.0                 # --gpus=4: 2 + 2 over both nodes
+    assert got[4].start == 500.0               # --gres=gpu:4: whole node only
+
+
+def test_partitions_are_apart():
+    n1, n2 = (Server(n, Resources(8, 24, 500.0)) for n in ("n1", "n2"))
+    cluster = ClusterState((n1, n2))
+    pools = (Pool("a", ClusterState((n1,))), Pool("b", ClusterState((n2,))))
+    trace = [job(1, 0, 8, 300, partition="a"), job(2, 1, 8, 100, partition="a")]
+    for allocator in ("proportional", "tune"):
+        got = run(trace, allocator, cluster, pools=pools)
+        assert got[2].start == 300.0          # n2 stands idle: not its partition
+
+
+def test_fixed_outcomes_and_start_up_are_not_sped_up():
+    # The hungry profile runs twice as fast at 6 cores/GPU, which synergy gives it here.
+    trace = [job(1, 0, 1, 400, model="h", startup_s=100),
+             job(2, 0, 1, 400, model="h", fixed_s=500)]
+    plain, syn = run(trace), run(trace, "tune")
+    assert plain[1].finish == pytest.approx(500.0)
+    assert syn[1].finish == pytest.approx(300.0)      # 100 s start-up + 400 s / 2
+    assert plain[2].finish == syn[2].finish == pytest.approx(500.0)
+
+
+def test_the_controller_releases_held_jobs_on_its_rounds_after_the_release_delay():
+    trace = [job(1, 0, 1, 100), job(2, 3, 1, 100)]
+    got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0)
+    assert got[1].start == 2.0                 # the round at its arrival, then the delay
+    assert got[2].start == 12.0                # the next round (t=10), then the delay
+    # Where Slurm honours lowering (26.05) a known profile is not held: it starts at its
+    # submission with the hook's shape.
+    got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0,
+              lowers_pending=True)
+    assert got[2].start == 3.0
+
+
+def test_held_jobs_are_invisible_to_slurms_backfill():
+    # On 22.05 every managed job is held: the controller, not Slurm, decides who goes
+    # (TUNE's admission in policy order, skipping what does not fit); without synergy
+    # Slurm keeps B's reservation.
+    trace = [job(1, 0, 6, 900), job(2, 1, 8, 100), job(3, 2, 2, 100, limit=2000)]
+    plain, syn = run(trace), run(trace, "tune")
+    assert plain[3].start >= plain[2].finish
+    assert syn[3].start < syn[2].start
+
+
+def test_a_job_larger_than_its_partition_never_runs():
+    got = run([job(1, 0, 16, 100)])
+    assert got[1].start is None and got[1].finish is None
+
+
+def test_the_hook_shapes_known_profiles_at_their_ideal_on_26_05():
+    cfg = SimConfig(ONE, allocator="tune", preemptive=False, round_s=5.0,
+                    lowers_pending=True, controller_interval_s=1000.0)
+    res = simulate([job(1, 0, 1, 400, model="h"), job(2, 1, 1, 400, model="h")],
+                   PROFILES, cfg)
+    # Both start unheld at 6 cores (the ideal), twice as fast as proportional.
+    assert all(j.finish - j.start == pytest.approx(200.0) for j in res.jobs)
