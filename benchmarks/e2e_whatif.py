@@ -2,19 +2,27 @@
 """synergy whatif checked against real runs on the dev cluster with accounting.
 
 1. A seeded job mix (emulated training jobs naming their profile, as synergy-sbatch
-   submits them; Poisson arrivals; 1-8 GPUs) runs on plain Slurm (GPU-proportional).
-2. ``synergy whatif`` reads that window from the accounting database (sacct) and the live
-   nodes: its proportional replay should match what really happened (makespan, mean JCT),
-   and its synergy replay is a prediction.
+   submits them; Poisson arrivals; 1-8 GPUs; time limits of 60 or 5 minutes, a few jobs
+   that run past a 1-minute limit and a few that fail) runs on plain Slurm.
+2. ``synergy whatif`` reads that window's sacct export: its plain replay should match what
+   really happened (makespan, mean JCT), and its synergy replay is the forecast.
 3. The same mix runs again with the hook and the controller (enforce, TUNE, no requeues,
-   as whatif models it); whatif over that window gives its real makespan and mean JCT,
-   which the prediction of step 2 should match.
+   a round every second); its export gives the real synergy run, which the forecast of
+   step 2 should match. ``synergy whatif`` over that window also replays it (its
+   "synergy" replay of a synergy window should match what happened there too).
 
-    python benchmarks/e2e_whatif.py [--jobs 30] [--seed 7] [--slurm 26.05] [--json]
-    python benchmarks/e2e_whatif.py --replay-only [--round-seconds 5]   # from the saved exports
+Every real figure is Slurm's own record: a job's JCT runs from its submission to its end
+(sacct's Submit and End), the makespan from the first submission to the last end.
 
-Needs root. About 2 x 5 minutes. The two windows' sacct exports are kept in --out
-(default /tmp/synergy-e2e-whatif), so the comparison can be run again without the runs.
+    python benchmarks/e2e_whatif.py [--jobs 30] [--seed 7] [--slurm 26.05] \\
+        [--cluster mixed] [--out DIR] [--json]
+    python benchmarks/e2e_whatif.py --replay-only --out DIR     # from the saved exports
+    python benchmarks/e2e_whatif.py --runs-only --out DIR       # only the runs and exports
+
+Needs root. About 2 x 5 minutes. The two windows' ``sacct --json`` exports are kept in
+--out (default /tmp/synergy-e2e-whatif) as plain.json and synergy.json, with runs.json
+(the run's settings) and the controller's audit.jsonl, so the comparison can be run again
+without the runs.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -35,77 +44,193 @@ from synergy_slurm import devcluster
 from synergy_slurm.cli.main import main as synergy
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller
+from synergy_slurm.core import PerGpu
 from synergy_slurm.devcluster import local_spec
 from synergy_slurm.devcluster.releases import RELEASES
 from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.jobsets import CLASSES
-from synergy_slurm.sim.trace import TraceJob
+from synergy_slurm.site import DEFAULT_SITE, Site, load_site
 from synergy_slurm.slurm.commands import SlurmCLI
+from synergy_slurm.slurm.sacct import parse_history
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
-# Whatif's rounds: the cadence of the site's scheduler, here the dev cluster's
-# sched_interval = bf_interval = 5 s (Slurm's defaults are 60 s and 30 s, whatif's default
-# round 60 s). Measured on 2026-12-03 (22.05.8, seed 7): rounds of 5 s replay the plain run
-# within -1.2% (makespan) and -8.5% (mean JCT); rounds of 1 s 0.0% and -11.0%, the replay
-# then starting small jobs sooner than Slurm's backfill, which keeps room for a waiting
-# 8-GPU job.
-ROUND_S = 5.0
-SHAPE = ["--servers", "4", "--gpus-per-server", "8", "--cpus-per-server", "24",
-         "--mem-per-server", "500"]     # the dev cluster's nodes
+# The dev cluster's Slurm cadence: sched_interval = bf_interval = 5 s.
+SCHED_S = 5.0
+# The controller's round in the synergy run (whatif is told the same).
+CONTROLLER_INTERVAL_S = 1.0
 
 
-def mix(profiles, n: int, seed: int) -> list[TraceJob]:
+@dataclass(frozen=True)
+class BenchJob:
+    job_id: int
+    model: str
+    arrival: float          # seconds after the first submission
+    seconds: float          # wall seconds of work at the partition's proportional share
+    gpus: int
+    partition: str = ""     # "": the cluster's default partition
+    gpu_type: str = ""      # a typed request (--gpus=TYPE:N)
+    time_min: int = 60
+    outcome: str = "complete"   # complete | timeout (work far past a 1-minute limit) | fail
+
+
+def mix(profiles, n: int, seed: int, site: Site) -> list[BenchJob]:
     """n jobs: half image models (CPU-hungry), 30% language, 20% speech; 1-8 GPUs; 60-180 s
-    at the proportional share; arrivals 8 s apart on average."""
+    at the proportional share; arrivals 8 s apart on average. A second generator (so the
+    first draws stay those of earlier versions of this mix) gives each job its limit (a
+    quarter 5 minutes, else 60), partition and GPU type on a site with several, and makes
+    jobs 4 and 19 of every 30 time out and 11 and 26 fail."""
     rng = random.Random(seed)
+    extra = random.Random(seed + 1000)
+    parts = [p.name for p in site.partitions]
+    types = sorted({k.gpu_type for k in site.kinds if k.gpu_type})
     jobs, t = [], 0.0
     for i in range(n):
         cls = rng.choices(list(CLASSES), weights=(50, 30, 20))[0]
         model = rng.choice([m for m in CLASSES[cls] if m in profiles])
-        prof = profiles[model]
         gpus = rng.choices((1, 2, 4, 8), weights=(50, 20, 20, 10))[0]
-        prop_iter = (prof.iter_time_s or 1.0) / prof.at(3, 62.5)
-        jobs.append(TraceJob(i + 1, model, t, max(1, round(rng.uniform(60, 180) / prop_iter)),
-                             gpus))
+        seconds = rng.uniform(60, 180)
+        time_min = 5 if extra.random() < 0.25 else 60
+        partition = extra.choice(parts) if len(parts) > 1 else ""
+        gpu_type = ""
+        if len(types) > 1 and partition == _widest(site) and extra.random() < 0.5:
+            gpu_type = extra.choice(types)
+        outcome = {4: "timeout", 11: "fail"}.get(i % 15, "complete")
+        if outcome == "timeout":
+            seconds, time_min = seconds * 8, 1
+        jobs.append(BenchJob(i + 1, model, t, seconds, gpus, partition, gpu_type, time_min,
+                             outcome))
         t += rng.expovariate(1 / 8)
     return jobs
 
 
-def run_mix(cli: SlurmCLI, jobs: list[TraceJob], profiles_path: Path, work: Path,
-            tag: str) -> tuple[str, str]:
-    """Submit each job at its arrival, wait until all are gone; the sacct window."""
+def _widest(site: Site) -> str:
+    """The partition over the most node kinds (where typed requests make sense)."""
+    return max(site.partitions, key=lambda p: len(p.kinds)).name
+
+
+def fair_share(site: Site, partition: str) -> PerGpu:
+    part = next((p for p in site.partitions if p.name == partition), site.default_partition)
+    return PerGpu(part.def_cpu_per_gpu, part.def_mem_gb_per_gpu)
+
+
+def run_mix(cli: SlurmCLI, jobs: list[BenchJob], profiles, profiles_path: Path, site: Site,
+            work: Path, tag: str) -> None:
+    """Submit each job at its arrival, wait until all are gone."""
     state = work / tag
     state.mkdir()
-    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
     t0 = time.monotonic()
     for j in jobs:
         time.sleep(max(0.0, t0 + j.arrival - time.monotonic()))
-        cmd = (f"exec {sys.executable} -m synergy_slurm.emulate --profiles {profiles_path} "
-               f"--model {j.model} --iterations {j.iterations} --scale 1 "
+        prof = profiles[j.model]
+        fair = fair_share(site, j.partition)
+        per_iter = (prof.iter_time_s or 1.0) / prof.at(fair.cpus, fair.mem_gb)
+        iterations = max(1, round(j.seconds / per_iter))
+        cmd = (f"{sys.executable} -m synergy_slurm.emulate --profiles {profiles_path} "
+               f"--model {j.model} --iterations {iterations} --scale 1 "
                f"--state {state}/job{j.job_id}.state")
-        cli.run("sbatch", ["--parsable", f"--gpus={j.gpus}", "--time=60",
+        cmd = "sleep 20; exit 3" if j.outcome == "fail" else f"exec {cmd}"
+        gpus = f"{j.gpu_type}:{j.gpus}" if j.gpu_type else str(j.gpus)
+        where = [f"--partition={j.partition}"] if j.partition else []
+        cli.run("sbatch", ["--parsable", f"--gpus={gpus}", f"--time={j.time_min}", *where,
                            f"--comment=synergy:profile={j.model}", f"--job-name=w{j.job_id}",
                            "-o", str(state / f"job{j.job_id}.out"), "--wrap", cmd])
     while cli.run("squeue", ["-h", "-o", "%A"]).split():
         time.sleep(0.5)
-    time.sleep(3)     # slurmdbd hears of the last end a moment later
-    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
-    return start, end
 
 
-def export(cli: SlurmCLI, start: str, end: str, path: Path) -> Path:
-    """The window's history, as an admin would save it for synergy whatif --from."""
-    path.write_text(cli.run("sacct", ["-a", "-X", "-D", "--json", "-S", start, "-E", end]))
+def export(cli: SlurmCLI, names: set[str], path: Path, since: float) -> Path:
+    """The run's jobs, as an admin would save them for synergy whatif --from: the records
+    sacct has of jobs with our names submitted since ``since`` (epoch seconds)."""
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 1))
+    for _ in range(30):     # slurmdbd hears of the last end a moment later
+        doc = json.loads(cli.run("sacct", ["-a", "-X", "-D", "--json", "-S", start]))
+        parsed, _ = parse_history(json.dumps(doc))
+        ids = {j.job_id for j in parsed if j.name in names and j.submit >= since - 1}
+        mine = [r for r in doc["jobs"] if r.get("job_id") in ids]
+        done = [j for j in parsed if j.job_id in ids and j.end]
+        if len(ids) >= len(names) and len(done) == len(ids):
+            break
+        time.sleep(1)
+    doc["jobs"] = mine
+    path.write_text(json.dumps(doc))
     return path
 
 
-def whatif(history: Path, profiles_path: Path, round_s: float) -> dict:
+def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
+    """The two real runs; their sacct exports written to ``plain`` and ``synergy_run``."""
+    profiles = load_profiles(profiles_path)
+    site = load_site(args.cluster) if args.cluster else DEFAULT_SITE
+    jobs = mix(profiles, args.jobs, args.seed, site)
+    spec = local_spec(Path("/tmp/synergy-bench-whatif"), port=18417, hook=True,
+                      slurm=args.slurm, binds=(str(SHARED),), accounting=True,
+                      site=site if args.cluster else None)
+    work = Path(tempfile.mkdtemp(prefix="synergy-whatif-"))
+    work.chmod(0o755)
+    devcluster.down(devcluster.existing_spec(spec.state_dir))
+    _, spec = devcluster.up(spec, timeout_s=90)
+    version = devcluster.release_info(spec).get("version", "?")
+    parts = [p.name for p in site.partitions]
+    cfg_doc = {
+        "slurm": {"conf": str(spec.conf_path), "bindir": str(spec.bindir)
+                  if spec.bindir.is_dir() else ""},
+        "hook": {"dir": str(spec.etc), "partitions": parts,
+                 "default_partition": site.default_partition.name},
+        "profiles": {"file": str(profiles_path), "store": str(work / "profiles.db")},
+        "controller": {"mode": "enforce", "allocator": "tune",
+                       "interval_s": CONTROLLER_INTERVAL_S, "state_db": str(work / "state.db"),
+                       "audit_log": str(work / "audit.jsonl"), "requeue_budget": 0}}
+    names = {f"w{j.job_id}" for j in jobs}
+    try:
+        cli = devcluster.slurm_cli(spec, timeout_s=60)
+        since = time.time()
+        t = time.monotonic()
+        run_mix(cli, jobs, profiles, profiles_path, site, work, "plain")
+        plain_wall = time.monotonic() - t
+        export(cli, names, plain, since)
+        ctl = Controller(config_from_dict(cfg_doc))
+        ctl.run_round()   # the hook table: from now on the hook holds or shapes the jobs
+        stop = threading.Event()
+        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
+        thread.start()
+        since = time.time()
+        t = time.monotonic()
+        run_mix(cli, jobs, profiles, profiles_path, site, work, "synergy")
+        synergy_wall = time.monotonic() - t
+        stop.set()
+        thread.join(timeout=60)
+        export(cli, names, synergy_run, since)
+        shutil.copy(work / "audit.jsonl", synergy_run.with_name("audit.jsonl"))
+    finally:
+        devcluster.down(spec)
+        shutil.rmtree(work, ignore_errors=True)
+    return {"slurm": version, "cluster": args.cluster or "paper", "jobs": len(jobs),
+            "seed": args.seed, "plain_run_wall_s": round(plain_wall, 1),
+            "synergy_run_wall_s": round(synergy_wall, 1)}
+
+
+def whatif(history: Path, profiles_path: Path, meta: dict) -> dict:
+    shape = (["--cluster", meta["cluster"]] if meta.get("cluster", "paper") != "paper" else
+             ["--servers", "4", "--gpus-per-server", "8", "--cpus-per-server", "24",
+              "--mem-per-server", "500"])
     res = CliRunner().invoke(synergy, [
-        "whatif", "--from", str(history), *SHAPE, "--profiles", str(profiles_path),
-        "--round-seconds", str(round_s), "--format", "json", "--no-progress"])
+        "whatif", "--from", str(history), *shape, "--profiles", str(profiles_path),
+        "--round-seconds", str(SCHED_S), "--controller-interval", str(CONTROLLER_INTERVAL_S),
+        "--slurm-release", meta["slurm"], "--requeue-budget", "0",
+        "--format", "json", "--no-progress"])
     if res.exit_code != 0:
         raise SystemExit(f"whatif failed: {res.output}")
     return json.loads(res.output.strip().splitlines()[-1])
+
+
+def real(history: Path) -> dict:
+    """Makespan and mean JCT (hours) from Slurm's own records: submission to end."""
+    jobs, skipped = parse_history(history.read_text())
+    if skipped or not jobs or any(j.end is None for j in jobs):
+        raise SystemExit(f"{history}: unusable export ({len(skipped)} records skipped)")
+    jct = [j.end - j.submit for j in jobs]
+    span = max(j.end for j in jobs) - min(j.submit for j in jobs)
+    return {"makespan_h": span / 3600, "jct_mean_h": sum(jct) / len(jct) / 3600,
+            "states": sorted({j.state for j in jobs})}
 
 
 def main() -> int:
@@ -113,11 +238,13 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=30)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--slurm", default="system", choices=RELEASES)
+    ap.add_argument("--cluster", default="", help="a cluster description (e.g. mixed)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("/tmp/synergy-e2e-whatif"))
-    ap.add_argument("--round-seconds", type=float, default=ROUND_S)
     ap.add_argument("--replay-only", action="store_true",
                     help="compare again from the exports a previous run saved in --out")
+    ap.add_argument("--runs-only", action="store_true",
+                    help="only run the two windows and save their exports in --out")
     args = ap.parse_args()
     profiles_path = SHARED / "model_profiles.json"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -125,86 +252,53 @@ def main() -> int:
     meta = args.out / "runs.json"
     if not args.replay_only:
         meta.write_text(json.dumps(runs(args, profiles_path, plain, synergy_run)))
-    return report(json.loads(meta.read_text()), plain, synergy_run, profiles_path,
-                  args.round_seconds, args.json)
+    if args.runs_only:
+        return 0
+    return report(json.loads(meta.read_text()), plain, synergy_run, profiles_path, args.json)
 
 
-def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
-    """The two real runs; their sacct exports written to ``plain`` and ``synergy_run``."""
-    jobs = mix(load_profiles(profiles_path), args.jobs, args.seed)
-    spec = local_spec(Path("/tmp/synergy-bench-whatif"), port=18417, hook=True,
-                      slurm=args.slurm, binds=(str(SHARED),), accounting=True)
-    work = Path(tempfile.mkdtemp(prefix="synergy-whatif-"))
-    work.chmod(0o755)
-    devcluster.down(devcluster.existing_spec(spec.state_dir))
-    _, spec = devcluster.up(spec, timeout_s=90)
-    version = devcluster.release_info(spec).get("version", "?")
-    cfg_doc = {
-        "slurm": {"conf": str(spec.conf_path), "bindir": str(spec.bindir)
-                  if spec.bindir.is_dir() else ""},
-        "hook": {"dir": str(spec.etc)},
-        "profiles": {"file": str(profiles_path), "store": str(work / "profiles.db")},
-        "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
-                       "interval_s": 1.0, "state_db": str(work / "state.db"),
-                       "audit_log": str(work / "audit.jsonl"), "requeue_budget": 0}}
-    try:
-        cli = devcluster.slurm_cli(spec, timeout_s=60)
-        t = time.monotonic()
-        window = run_mix(cli, jobs, profiles_path, work, "proportional")
-        plain_wall = time.monotonic() - t
-        export(cli, *window, plain)
-        ctl = Controller(config_from_dict(cfg_doc))
-        ctl.run_round()   # the hook table: from now on the hook holds the jobs
-        stop = threading.Event()
-        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
-        thread.start()
-        t = time.monotonic()
-        window = run_mix(cli, jobs, profiles_path, work, "synergy")
-        synergy_wall = time.monotonic() - t
-        stop.set()
-        thread.join(timeout=60)
-        export(cli, *window, synergy_run)
-    finally:
-        devcluster.down(spec)
-        shutil.rmtree(work, ignore_errors=True)
-    return {"slurm": version, "jobs": len(jobs), "seed": args.seed,
-            "plain_run_wall_s": round(plain_wall, 1),
-            "synergy_run_wall_s": round(synergy_wall, 1)}
-
-
-def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path, round_s: float,
+def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path,
            as_json: bool) -> int:
-    before = whatif(plain, profiles_path, round_s)
-    after = whatif(synergy_run, profiles_path, round_s)
-    real_plain, real_syn = before["overall"]["actual"], after["overall"]["actual"]
-    pred_prop, pred_syn = before["overall"]["proportional"], before["overall"]["synergy"]
+    before = whatif(plain, profiles_path, meta)
+    after = whatif(synergy_run, profiles_path, meta)
+    real_plain, real_syn = real(plain), real(synergy_run)
+    pred_prop, pred_syn = before["overall"]["plain"], before["overall"]["synergy"]
+    replay_syn = after["overall"]["synergy"]
 
-    def err(pred: float, real: float) -> float:
-        return round((pred - real) / real, 4)
+    def err(pred: float, truth: float) -> float:
+        return round((pred - truth) / truth, 4)
 
+    real_gain = real_plain["jct_mean_h"] / real_syn["jct_mean_h"]
     out = {
-        **meta, "round_s": round_s,
+        **meta, "round_s": SCHED_S, "controller_interval_s": CONTROLLER_INTERVAL_S,
         "replayed": before["replayed"], "profiles": before["profiles"],
-        "real_plain_makespan_h": real_plain["makespan_h"],
-        "real_plain_jct_mean_h": real_plain["jct_mean_h"],
+        "states": real_plain["states"],
+        "real_plain_makespan_h": round(real_plain["makespan_h"], 4),
+        "real_plain_jct_mean_h": round(real_plain["jct_mean_h"], 4),
         "replay_plain_makespan_h": pred_prop["makespan_h"],
         "replay_plain_jct_mean_h": pred_prop["jct_mean_h"],
         "fidelity_makespan": err(pred_prop["makespan_h"], real_plain["makespan_h"]),
         "fidelity_jct_mean": err(pred_prop["jct_mean_h"], real_plain["jct_mean_h"]),
         "predicted_synergy_makespan_h": pred_syn["makespan_h"],
         "predicted_synergy_jct_mean_h": pred_syn["jct_mean_h"],
-        "real_synergy_makespan_h": real_syn["makespan_h"],
-        "real_synergy_jct_mean_h": real_syn["jct_mean_h"],
+        "real_synergy_makespan_h": round(real_syn["makespan_h"], 4),
+        "real_synergy_jct_mean_h": round(real_syn["jct_mean_h"], 4),
         "prediction_error_makespan": err(pred_syn["makespan_h"], real_syn["makespan_h"]),
         "prediction_error_jct_mean": err(pred_syn["jct_mean_h"], real_syn["jct_mean_h"]),
-        "real_gain_jct_mean": round(real_plain["jct_mean_h"] / real_syn["jct_mean_h"], 3),
+        "replay_of_synergy_window_jct_mean_h": replay_syn["jct_mean_h"],
+        "synergy_replay_fidelity_jct_mean": err(replay_syn["jct_mean_h"],
+                                                real_syn["jct_mean_h"]),
+        "real_gain_jct_mean": round(real_gain, 3),
         "predicted_gain_jct_mean": before["gain"]["jct_mean"],
+        "gain_error": err(before["gain"]["jct_mean"], real_gain),
+        "real_gain_makespan": round(real_plain["makespan_h"] / real_syn["makespan_h"], 3),
+        "predicted_gain_makespan": before["gain"]["makespan"],
     }
     if as_json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            print(f"{k:>30}: {v}")
+            print(f"{k:>36}: {v}")
     return 0
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .core import ClusterState, PerGpu, Resources, Server
+from .core.pools import Pool
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
 _GPU_TYPE = re.compile(r"^[a-z0-9_]{1,16}$")
@@ -113,6 +114,20 @@ class Site:
                         for n, k in self.nodes if wanted is None or n in wanted)
         return ClusterState(servers, fair_share=PerGpu(part.def_cpu_per_gpu,
                                                        part.def_mem_gb_per_gpu))
+
+    def pools(self) -> tuple[Pool, ...]:
+        """Every partition as a pool (its nodes, its proportional share, each node's GPU
+        type), in the description's order: what the controller model plans apart."""
+        kinds = dict(self.nodes)
+        out = []
+        for p in self.partitions:
+            names = self.partition_nodes(p)
+            cluster = ClusterState(tuple(Server(n, Resources(kinds[n].gpus, kinds[n].cpus,
+                                                             kinds[n].mem_gb))
+                                         for n in names),
+                                   fair_share=PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu))
+            out.append(Pool(p.name, cluster, {n: kinds[n].gpu_type or None for n in names}))
+        return tuple(out)
 
     def to_dict(self) -> dict[str, Any]:
         """The description as the TOML file holds it (``site_from_dict`` reads it back)."""

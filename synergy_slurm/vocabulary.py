@@ -33,6 +33,17 @@ LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMP
                          "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "STAGE_OUT"})
 
 
+def synergy_tags(admin_comment: str) -> dict[str, str]:
+    """synergy's own ``synergy.key=value`` tags in a job's admin comment (written by the
+    hook and the controller; users cannot set the admin comment)."""
+    out = {}
+    for tok in (admin_comment or "").replace(" ", ",").split(","):
+        if tok.startswith("synergy.") and "=" in tok:
+            k, v = tok[len("synergy."):].split("=", 1)
+            out[k] = v
+    return out
+
+
 def comment_profile_key(comment: str) -> str | None:
     """The profile key a job's comment names (``synergy:profile=KEY``), as the hook reads
     it; None when there is none or it is too long."""

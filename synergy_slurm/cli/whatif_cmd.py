@@ -13,8 +13,10 @@ from pathlib import Path
 import click
 
 from ..core import ALLOCATOR_NAMES, ClusterState, ProfileError
+from ..core.pools import Pool, merged
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
+from ..slurm.release import Release, detect
 from ..slurm.sacct import PRIORITY_FIELDS, parse_history
 from ..whatif import HistoryError, Rule, build_replay, report
 from ..whatif import replay as replay_mod
@@ -60,10 +62,32 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
 @click.option("--allocator", default="tune", show_default=True,
               type=click.Choice([a for a in ALLOCATOR_NAMES if a != "proportional"]),
               help="Synergy's allocator in the prediction.")
-@click.option("--round-seconds", default=60.0, show_default=True,
+@click.option("--round-seconds", default=30.0, show_default=True,
               type=click.FloatRange(1, 3600),
-              help="Planning rounds of the replay: the cadence of your scheduler (Slurm's "
-              "sched_interval, 60 s unless SchedulerParameters says otherwise).")
+              help="How often Slurm's backfill runs (bf_interval: 30 s unless "
+              "SchedulerParameters says otherwise); the main scheduler also runs on every "
+              "submission, end and release.")
+@click.option("--controller-interval", default=None, type=click.FloatRange(0.1, 86400),
+              help="Seconds between the controller's rounds in the synergy replay. "
+              "Default: [controller] interval_s.")
+@click.option("--release-delay", default=2.0, show_default=True,
+              type=click.FloatRange(0, 3600),
+              help="Seconds from the controller's round to Slurm starting a job it released:"
+              " the round's own duration (synergy status shows it) and Slurm's start "
+              "(about 2 s together on the dev cluster).")
+@click.option("--slurm-release", default="auto", show_default=True, metavar="auto|X.Y",
+              help="The Slurm release the synergy replay runs on: 26.05 and later shape "
+              "jobs with a known profile at submission and lower pending jobs; earlier "
+              "releases hold them until the controller's round (docs/slurm-notes.md). "
+              "auto: the running Slurm's (scontrol --version), else 22.05's rules.")
+@click.option("--startup-seconds", default=0.0, show_default=True,
+              type=click.FloatRange(0, 86400),
+              help="Seconds each job spends before its training loop (imports, data "
+              "loading), which no share of cores or memory speeds up.")
+@click.option("--default-time-limit", default=0.0, show_default=True,
+              type=click.FloatRange(0), metavar="MINUTES",
+              help="Time limit for jobs whose record has none (0: unlimited, as Slurm "
+              "plans a job without one). Slurm's backfill plans with time limits.")
 @click.option("--restart-cost", default=None, type=click.FloatRange(0),
               help="Seconds a requeue costs a job. Default: [controller] restart_cost_s.")
 @click.option("--requeue-budget", default=None, type=click.IntRange(0),
@@ -81,17 +105,25 @@ SACCT_ARGS = ("-a", "-X", "-D", "--json")
               help="Progress on stderr (default: when stderr is a terminal).")
 def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster_file, servers,
                gpus_per_server, cpus_per_server, mem_per_server, allocator, round_seconds,
-               restart_cost, requeue_budget, profiles_path, fmt, report_dir,
-               progress) -> None:
+               controller_interval, release_delay, slurm_release, startup_seconds,
+               default_time_limit, restart_cost, requeue_budget, profiles_path, fmt,
+               report_dir, progress) -> None:
     """Replay this site's job history through synergy's scheduler and report what it
     would have changed.
 
     Reads the window's jobs from the accounting database (sacct, read-only) or from a
-    saved export, replays them twice on the cluster's GPU nodes through the same core the
-    controller uses: proportionally (what happened) and with synergy. The first figure is
-    the replay's error against what really happened, so you know how far to trust the
-    prediction. Then waits, JCTs (mean, p50, p99), makespan and utilisation, overall, per
-    partition and per account.
+    saved export, and replays them twice on the cluster's partitions, as Slurm schedules
+    them (its queue from each job's submission, its backfill planning by time limits,
+    cons_tres placement): once without synergy, once with the hook and the controller as
+    they act on your Slurm release, through the same core the controller runs. The report
+    leads with what happened (Slurm's own records) against synergy's replay, and the
+    replay's error against what happened, so you know how far to trust it. Then waits,
+    JCTs (mean, p50, p99), makespan and utilisation, overall, by job size (what a plan
+    costs large jobs), per partition and per account. A window where synergy already ran
+    is measured the other way round: what happened against the replay without it.
+
+    A job that hit its time limit, failed or was cancelled runs as long as it did in both
+    replays; --startup-seconds of each job are never sped up.
 
     A job's profile comes from its comment (synergy:profile=KEY, as synergy-sbatch writes
     it), else from --rule / [whatif] rules; other jobs are unknown and stay proportional
@@ -132,16 +164,21 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         raise BadInput(f"{source}: {exc}") from None
     reasons = dict(Counter(s.reason for s in skipped))
     site = cluster_option_value(cluster_file)
+    release = None
     if site is not None:
-        cluster = site.cluster_state()
+        found = site.pools()
     elif servers is not None:
-        cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
-                                       mem_per_server)
+        found = (Pool("", ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
+                                              mem_per_server)),)
     else:
-        cluster = _live_cluster(cfg, cli)
+        found, release = _live_pools(cfg, cli)
+    cluster = merged(found)
+    release = _release(slurm_release, release, cli)
+    ctl = _controller(cfg, release, controller_interval, release_delay, round_seconds,
+                      restart_cost, requeue_budget)
     try:
-        rp = build_replay(history, profiles, cluster.fair, [s.name for s in cluster.servers],
-                          parsed_rules, mix, seed, export_time)
+        rp = build_replay(history, profiles, found, parsed_rules, mix, seed, export_time,
+                          startup_seconds, default_time_limit * 60)
     except HistoryError as exc:
         raise BadInput(f"{source}: {exc}") from None
     too_big = [j for j in rp.trace if j.gpus > cluster.total.gpus]
@@ -164,15 +201,13 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                 state["pos"] = pos
 
         try:
-            ctl = cfg.controller
-            outcome = replay_mod.run(
-                rp, profiles, cluster, allocator, round_seconds,
-                ctl.restart_cost_s if restart_cost is None else restart_cost, on_round,
-                ctl.requeue_budget if requeue_budget is None else requeue_budget,
-                ctl.requeue_min_interval_s)
+            outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
-    doc = report.build(rp, outcome, cluster, source, len(skipped), reasons)
+    doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
+                       {"slurm_release": str(release) if release else "22.05 rules",
+                        "startup_s": startup_seconds,
+                        "default_time_limit_min": default_time_limit or "unlimited"})
     if report_dir is not None:
         for path in report.write_html(doc, outcome, report_dir / "report.html"):
             click.echo(f"wrote {path}", err=True)
@@ -219,8 +254,10 @@ def _history(export: Path | None, start: str, end: str, cli: SlurmCLI
     return raw, f"sacct -S {start} -E {end} ({datetime.now().strftime('%Y-%m-%d %H:%M')})", now
 
 
-def _live_cluster(cfg, cli: SlurmCLI) -> ClusterState:
-    from ..controller.observe import cluster_state
+def _live_pools(cfg, cli: SlurmCLI) -> tuple[tuple[Pool, ...], Release | None]:
+    """The managed partitions as the controller plans them, empty (the replay starts
+    from nothing), and the running release."""
+    from ..controller.observe import pools
     from ..slurm.reader import SlurmReader
 
     try:
@@ -228,9 +265,48 @@ def _live_cluster(cfg, cli: SlurmCLI) -> ClusterState:
     except SlurmError as exc:
         raise Failed(f"could not read the cluster's nodes ({exc}); give its shape with "
                      "--servers N --gpus-per-server G --cpus-per-server C "
-                     "--mem-per-server GB") from None
-    cluster = cluster_state(snap, cfg)
-    if not cluster.servers:
+                     "--mem-per-server GB, or --cluster FILE") from None
+    found = tuple(p.with_reserved(()) for p in pools(snap, cfg) if p.cluster.servers)
+    if not found:
         raise Failed(f"no usable GPU nodes in the managed partitions "
                      f"({', '.join(cfg.hook.partitions)}); give --servers N ...")
-    return cluster
+    try:
+        release = detect(cli)
+    except SlurmError:
+        release = None
+    return found, release
+
+
+def _release(option: str, live: Release | None, cli: SlurmCLI) -> Release | None:
+    """The release the synergy replay runs on: the option's, else the running Slurm's
+    (None where none answers: 22.05's rules)."""
+    if option != "auto":
+        try:
+            return Release.parse(option)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--slurm-release") from None
+    if live is not None:
+        return live
+    try:
+        return detect(cli)
+    except SlurmError:
+        return None
+
+
+def _controller(cfg, release: Release | None, interval: float | None, release_delay: float,
+                sched_s: float, restart_cost: float | None, requeue_budget: int | None
+                ) -> replay_mod.Controller:
+    """The controller and Slurm of the synergy replay: the config's, the options', and what
+    the release offers."""
+    c = cfg.controller
+    lowers = release.lowers_pending if release else False
+    return replay_mod.Controller(
+        interval_s=c.interval_s if interval is None else interval,
+        release_delay_s=release_delay, lowers_pending=lowers,
+        shrink_memory=bool(release and release.lowers_running_memory
+                           and c.shrink_running_memory),
+        requeue_budget=c.requeue_budget if requeue_budget is None else requeue_budget,
+        requeue_interval_s=c.requeue_min_interval_s,
+        restart_cost_s=c.restart_cost_s if restart_cost is None else restart_cost,
+        sched_s=sched_s, policy=c.policy, hold_known=cfg.hook.hold_known,
+        hold_unknown=cfg.hook.hold_unknown)

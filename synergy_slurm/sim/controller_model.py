@@ -41,6 +41,7 @@ from ..core import (
     Profile,
     RequeueRule,
     Resources,
+    get_policy,
 )
 from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
@@ -122,6 +123,7 @@ class _Model:
         self.profiles = profiles
         self.on_round = on_round
         self.policy, self.allocator = _scheduler(config)
+        self.slurm_order = get_policy(config.slurm_order or config.policy)
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
         self.by_partition = {p.partition: p for p in self.pools}
@@ -195,8 +197,19 @@ class _Model:
             self._record(t)
             if self.on_round is not None:
                 self.on_round(t, sum(r.finish is not None for r in self.seen))
+            if self._stalled(t, upcoming, background, bg_next):
+                break
             t = self._next_time(t, upcoming, background, bg_next, next_pass, next_tick)
         return ModelResult(self.seen, passes, t, self.util)
+
+    def _stalled(self, t: float, upcoming, background, bg_next) -> bool:
+        """Nothing runs, nothing will come or be released, and what waits did not start
+        on the empty cluster: the run is over (those jobs never run)."""
+        if self.running or upcoming is not None or bg_next < len(background) or \
+                self.held_bg or any(r.held or r.eligible_at > t
+                                    for r in self.waiting.values()):
+            return False
+        return bool(self.waiting)
 
     def _next_time(self, t, upcoming, background, bg_next, next_pass, next_tick) -> float:
         soon = [r.end_at for r in self.running.values()]
@@ -236,22 +249,32 @@ class _Model:
                    eligible_at=max(tj.arrival, tj.eligible or 0.0))
         self.seen.append(run)
         servers = pool.of_type(tj.gpu_type or None).servers
-        if sum(s.capacity.gpus for s in servers) < tj.gpus:
-            return    # Slurm refuses it at submission: never runs (counted unfinished)
+        if not self._could_run(run):
+            # Asked for more cores or memory per GPU than these nodes have (a history
+            # replayed on other nodes): its partition's default instead.
+            run.share = run.fair
+            if not self._could_run(run):
+                return   # Slurm refuses it at submission: never runs (counted unfinished)
         if self.synergy:
             self._hook(run, servers)
         self.waiting[tj.job_id] = run
 
+    def _could_run(self, run: _Run) -> bool:
+        """Whether the job fits its partition's nodes when they are empty."""
+        empty = ClusterState(run.pool.cluster.servers, (), run.fair)
+        return bool(main_pass([self._waiting(run)], empty, 0.0))
+
     def _hook(self, run: _Run, servers) -> None:
         """The job_submit hook: a known profile gets its ideal share (capped at a node);
-        held unless the release honours lowering (then only unknown ones are held)."""
+        held (``hold_known``) unless the release honours lowering; an unknown one keeps
+        its partition's default, held (``hold_unknown``) until the controller shapes it."""
         if run.profile is not None:
             spec = self._spec(run, 0.0)
             run.share = ideal_demand(spec, run.fair, tuple(servers)).share
-            run.held = not self.cfg.lowers_pending
+            run.held = self.cfg.hold_known and not self.cfg.lowers_pending
         else:
             run.share = run.fair
-            run.held = True
+            run.held = self.cfg.hold_unknown
 
     def _start(self, starts, t: float) -> None:
         for s in starts:
@@ -276,7 +299,7 @@ class _Model:
 
     def _queue(self, runs: list[_Run], t: float) -> list[Waiting]:
         specs = {r.trace.job_id: r for r in runs}
-        order = self.policy.order([self._spec(r, t) for r in runs], t)
+        order = self.slurm_order.order([self._spec(r, t) for r in runs], t)
         return [self._waiting(specs[s.id]) for s in order]
 
     def _waiting(self, run: _Run) -> Waiting:
@@ -302,7 +325,8 @@ class _Model:
     # -- the controller ----------------------------------------------------------------
     def _spec(self, run: _Run, t: float) -> JobSpec:
         """The core's view, as the controller has it: remaining time from the time limit
-        where the job has one (what the controller knows), else the model's own."""
+        where the job has one (what the controller knows), else the model's own; a held
+        job's priority is 0, as Slurm shows it until the release."""
         tj = run.trace
         work, debt = run.done_by(t) if run.alloc is not None else (run.work_s, run.debt_s)
         elapsed = t - run.run_start if run.alloc is not None else 0.0
@@ -313,7 +337,8 @@ class _Model:
                        duration_s=tj.time_limit_s or run.work_s, remaining_s=remaining,
                        attained_s=max(0.0, t - run.start) if run.start is not None else 0.0,
                        profile=run.profile, profile_key=tj.model, user=tj.user,
-                       priority=tj.priority, limit=cap, gpus_per_node=tj.gpus_per_node)
+                       priority=0 if run.held else tj.priority, limit=cap,
+                       gpus_per_node=tj.gpus_per_node)
 
     def _controller(self, t: float) -> None:
         if self.cfg.usage is not None:

@@ -95,6 +95,13 @@ class SimConfig:
     release_delay_s: float = 0.0
     lowers_pending: bool = False
     bf_max_job_test: int = BF_MAX_JOB_TEST
+    # The hook's [hook] hold_known / hold_unknown (known profiles are never held where the
+    # release honours lowering, as the controller tells the hook).
+    hold_known: bool = True
+    hold_unknown: bool = True
+    # With preemptive=False: the order of Slurm's queue ("": ``policy``, which is also the
+    # order of the controller's plan).
+    slurm_order: str = ""
     # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
     placement: str | None = None
     # Resources held at given times whatever the scheduler does (a history's jobs without

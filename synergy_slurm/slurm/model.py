@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..vocabulary import GpuRequest
+from ..vocabulary import GpuRequest, synergy_tags
 
 PENDING = "PENDING"
 RUNNING = "RUNNING"
@@ -80,12 +80,7 @@ class SlurmJob:
     @property
     def tags(self) -> dict[str, str]:
         """synergy's own ``synergy.key=value`` tags in admin_comment (hook and controller)."""
-        out = {}
-        for tok in self.admin_comment.replace(" ", ",").split(","):
-            if tok.startswith("synergy.") and "=" in tok:
-                k, v = tok[len("synergy."):].split("=", 1)
-                out[k] = v
-        return out
+        return synergy_tags(self.admin_comment)
 
     @property
     def held_by_synergy(self) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .commands import SlurmCLI, SlurmError
 
-_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 @dataclass(frozen=True)
@@ -23,11 +23,12 @@ class Release:
 
     @classmethod
     def parse(cls, text: str) -> Release:
-        """``slurm-wlm 26.05.5`` / ``slurm 22.05.8`` -> Release(26, 5, 5)."""
+        """``slurm-wlm 26.05.5`` / ``slurm 22.05.8`` -> Release(26, 5, 5); ``26.05``
+        (a release named by an admin) -> Release(26, 5, 0)."""
         m = _VERSION.search(text)
         if not m:
             raise ValueError(f"no Slurm version in {text.strip()[:80]!r}")
-        return cls(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        return cls(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor:02d}.{self.micro}"

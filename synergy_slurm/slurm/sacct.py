@@ -22,9 +22,12 @@ from .parse import ParseError, expand_hostlist, num, text
 # ``sacct -a -X -P -o <TEXT_FIELDS>``: what the text form must carry, in this order.
 TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment", "State",
                "Submit", "Eligible", "Start", "End", "AllocTRES", "ReqTRES", "NodeList", "QOS")
-# The same with Slurm's priority last: what synergy asks sacct for. Text with a header line
-# may have either list; text without one has TEXT_FIELDS.
-PRIORITY_FIELDS = (*TEXT_FIELDS, "Priority")
+# After those, a header line may name any of these (in any order): Slurm's priority, the
+# time limit Slurm planned the job with, and the admin comment (where synergy's hook tags
+# the jobs it manages). Text without a header has TEXT_FIELDS alone.
+OPTIONAL_FIELDS = ("Priority", "Timelimit", "AdminComment")
+# What synergy asks sacct for.
+PRIORITY_FIELDS = (*TEXT_FIELDS, *OPTIONAL_FIELDS)
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
 _MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
@@ -56,6 +59,9 @@ class HistoryJob:
     # The priority Slurm recorded for it (0: not recorded); the replay starts jobs in this
     # order, as Slurm's multifactor priority did.
     priority: int = 0
+    # Its time limit (None: unlimited or not recorded), what Slurm's backfill planned with.
+    time_limit_s: float | None = None
+    admin_comment: str = ""
 
     @property
     def started(self) -> bool:
@@ -119,13 +125,17 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     req = _tres_json(tres.get("requested") or [])
     used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
     comment = rec.get("comment")
-    if isinstance(comment, Mapping):   # 23.02+: {"job", "administrator", "system"}
+    admin = rec.get("admin_comment")
+    if isinstance(comment, Mapping):   # {"job", "administrator", "system"}
+        admin = comment.get("administrator") or admin
         comment = comment.get("job")
     nodes = text(rec.get("nodes"))
+    limit_min = num(t.get("limit"), None)
     return _job(job_id, text(rec.get("user")), text(rec.get("account")),
                 text(rec.get("partition")), text(rec.get("name")), text(comment),
                 text(current).split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
-                used, nodes, text(rec.get("qos")), _priority(rec.get("priority")))
+                used, nodes, text(rec.get("qos")), _priority(rec.get("priority")),
+                limit_min * 60.0 if limit_min and limit_min > 0 else None, text(admin))
 
 
 def _priority(value: Any) -> int:
@@ -165,7 +175,9 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
             continue
         f = line.split("|")
         if not out and not skipped and not f[0][:1].isdigit():
-            if f not in (list(TEXT_FIELDS), list(PRIORITY_FIELDS)):
+            extra = f[len(TEXT_FIELDS):]
+            if (f[:len(TEXT_FIELDS)] != list(TEXT_FIELDS) or len(set(extra)) != len(extra)
+                    or not set(extra) <= set(OPTIONAL_FIELDS)):
                 raise ParseError(f"sacct text has fields {','.join(f)[:200]}; expected "
                                  f"-o {','.join(PRIORITY_FIELDS)}")
             fields = tuple(f)
@@ -195,7 +207,29 @@ def _job_from_text(r: dict[str, str]) -> HistoryJob:
     return _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
                 r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
                 _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
-                r["NodeList"], r["QOS"], _text_priority(r.get("Priority", "")))
+                r["NodeList"], r["QOS"], _text_priority(r.get("Priority", "")),
+                _duration(r.get("Timelimit", "")), r.get("AdminComment", ""))
+
+
+def _duration(value: str) -> float | None:
+    """sacct's Timelimit: [days-]hours:minutes:seconds, minutes:seconds or minutes;
+    UNLIMITED, Partition_Limit and empty are None (no limit of its own recorded)."""
+    v = value.strip()
+    if v in ("", "UNLIMITED", "Partition_Limit", "INVALID", "NONE"):
+        return None
+    days, _, rest = v.rpartition("-")
+    parts = rest.split(":")
+    if not (days == "" or days.isdigit()) or not all(p.isdigit() for p in parts) \
+            or not 1 <= len(parts) <= 3:
+        raise ValueError(f"time limit {v!r} is not [days-]hours:minutes:seconds")
+    nums = [int(p) for p in parts]
+    if len(parts) == 1:
+        secs = nums[0] * 60
+    elif len(parts) == 2:
+        secs = nums[0] * 60 + nums[1]
+    else:
+        secs = nums[0] * 3600 + nums[1] * 60 + nums[2]
+    return float(secs + int(days or 0) * 86400) or None
 
 
 def _text_priority(value: str) -> int:
@@ -242,7 +276,8 @@ def _tres_text(value: str) -> dict[str, float]:
 # -- both --------------------------------------------------------------------------------
 def _job(job_id: int, user: str, account: str, partition: str, name: str, comment: str,
          state: str, submit: float, eligible: float, start: float | None, end: float | None,
-         tres: dict[str, float], nodes: str, qos: str, priority: int = 0) -> HistoryJob:
+         tres: dict[str, float], nodes: str, qos: str, priority: int = 0,
+         time_limit_s: float | None = None, admin_comment: str = "") -> HistoryJob:
     if nodes.strip() in ("None assigned", "None"):
         # Never ran (e.g. cancelled while pending): Slurm records start = end = the cancel.
         start = end = None
@@ -263,4 +298,4 @@ def _job(job_id: int, user: str, account: str, partition: str, name: str, commen
                       None if start is None else float(start),
                       None if end is None else float(end), gpus, int(tres.get("cpu", 0)),
                       float(tres.get("mem", 0.0)), typed[0] if len(typed) == 1 else None,
-                      names, qos, priority)
+                      names, qos, priority, time_limit_s, admin_comment)

@@ -1,12 +1,18 @@
 """From a site's job history to what the simulator replays.
 
-Each GPU job that ran becomes a trace job: it arrives when it became eligible, asks for the
-GPUs it had, and needs as much work as it did. Its work is measured at the proportional
-share: a job that ran with more (or fewer) cores than proportional did its work faster
-(slower) by its profile's speedup there, so its proportional duration is its elapsed time
-times that speedup. Its profile key comes from the comment synergy-sbatch writes, else from
-the admin's rules (a regex on a field), else it is unknown: proportional in every run
-(synergy changes nothing for it), or, with an assumed class mix, drawn from that mix.
+Each GPU job that ran becomes a trace job as Slurm saw it: it arrives at its submission
+(a job's JCT runs from there), or at the time it asked to wait for itself (``--begin``, a
+dependency, its user's hold: an eligible time later than its submission on a job synergy's
+hook did not tag; a job the hook tagged was held by synergy, not by its user). It asks for
+the GPUs it had, in its partition, with its time limit and, without synergy, the cores and
+memory it had. Its run is its start-up (no share speeds it up) and then its work, measured
+at its partition's proportional share: a job that ran with more (or fewer) cores than
+proportional did its work faster (slower) by its profile's speedup there. A job that hit its
+time limit, failed or was cancelled runs as long as it did in every replay (nothing says it
+would have done otherwise). Its profile key comes from the hook's tag or its comment
+(``synergy:profile=KEY``), else from the admin's rules (a regex on a field), else it is
+unknown: proportional in every run (synergy changes nothing for it), or, with an assumed
+class mix, drawn from that mix.
 
 What is not replayed is counted with its reason: jobs that never started, and jobs that
 were still running at the export (replayed with the time they had run, a lower bound).
@@ -24,14 +30,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core import PerGpu, Profile, Resources
+from ..core.pools import Pool
 from ..sim.engine import UNKNOWN_ITER_S, Occupancy
 from ..sim.jobsets import CLASSES
 from ..sim.trace import TraceJob
 from ..slurm.sacct import HistoryJob
-from ..vocabulary import KEY_RE, MB_PER_GB, comment_profile_key
+from ..vocabulary import KEY_RE, MB_PER_GB, comment_profile_key, synergy_tags
 
 RULE_FIELDS = ("name", "account", "user", "partition", "comment", "qos")
 WORK_UNIT_S = UNKNOWN_ITER_S
+# Outcomes that end a job whatever its speed: it ran as long as it did in every replay.
+FIXED_STATES = frozenset({"TIMEOUT", "FAILED", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
+                          "PREEMPTED", "DEADLINE", "BOOT_FAIL"})
+# An eligible time this much after the submission is a wait the job asked for.
+ASKED_WAIT_S = 1.0
 _RULE = re.compile(r"^(\w+):(.+)=([^=]+)$")
 
 
@@ -71,26 +83,38 @@ class Rule:
 @dataclass
 class Replay:
     """A history made replayable: the trace (ids are the Slurm job ids), the jobs behind
-    it, how each got its profile, the background, and what was left out and why."""
+    it, how each got its profile, the background, what was left out and why, and how many
+    of the GPU jobs synergy's hook had tagged (it was running then)."""
 
     t0: float
     trace: list[TraceJob]
     jobs: dict[int, HistoryJob]
-    source: dict[int, str]                       # job -> comment | rule | assumed | unknown
+    source: dict[int, str]                       # job -> tag | comment | rule | assumed | unknown
     background: list[Occupancy]
     left_out: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
     end: float = 0.0
+    managed: int = 0
+
+    @property
+    def under_synergy(self) -> bool:
+        """Whether synergy ran in this window: most GPU jobs carry the hook's tag."""
+        return bool(self.trace) and self.managed * 2 > len(self.trace)
 
 
-def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile], fair: PerGpu,
-                 servers: Sequence[str], rules: Sequence[Rule] = (),
+def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
+                 pools: Sequence[Pool], rules: Sequence[Rule] = (),
                  assume: Sequence[float] | None = None, seed: int = 0,
-                 export_time: float | None = None) -> Replay:
-    """The replay of ``history`` (every job with GPUs that started; the rest counted).
-    ``assume``: image, language, speech weights to draw unknown jobs' profiles from;
-    ``export_time``: when the history was read (ends the still-running jobs; default the
-    latest time in it)."""
+                 export_time: float | None = None, startup_s: float = 0.0,
+                 default_limit_s: float = 0.0) -> Replay:
+    """The replay of ``history`` (every job with GPUs that started; the rest counted) on
+    ``pools`` (the replayed cluster's partitions; a job of a partition it lacks is replayed
+    in the first). ``assume``: image, language, speech weights to draw unknown jobs'
+    profiles from; ``export_time``: when the history was read (ends the still-running jobs;
+    default the latest time in it); ``startup_s``: each job's start-up, which no share
+    speeds up; ``default_limit_s``: the time limit of jobs without one (0: unlimited)."""
+    if not pools:
+        raise HistoryError("no partition to replay on")
     n_records = len(history)
     history = _last_runs(history)
     times = [t for j in history for t in (j.submit, j.start, j.end) if t is not None]
@@ -98,14 +122,16 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
         raise HistoryError("the history has no jobs")
     end = export_time if export_time is not None else max(times)
     started = [j for j in history if j.start is not None]
-    t0 = min((j.eligible for j in started if j.gpus > 0), default=min(times))
+    t0 = min((j.submit for j in started if j.gpus > 0), default=min(times))
+    servers = [s.name for p in pools for s in p.cluster.servers]
+    by_name = {p.partition: p for p in pools}
     rng = random.Random(seed)
     out = Replay(t0, [], {}, {}, [], end=end)
     if len(history) < n_records:
         out.notes["records of earlier runs of requeued jobs: only the last run is "
                   "replayed, from the first submission"] += n_records - len(history)
     turn = dict.fromkeys(CLASSES, 0)
-    for job in sorted(history, key=lambda j: (j.eligible, j.job_id)):
+    for job in sorted(history, key=lambda j: (j.submit, j.job_id)):
         if job.start is None:
             out.left_out["never started (" + (job.state.lower() or "unknown") + ")"] += 1
             continue
@@ -117,38 +143,53 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
             out.background.extend(_occupancy(job, finish, t0, servers))
             out.notes["without GPUs: held their cores and memory as they did"] += 1
             continue
-        key, how = _key(job, profiles, rules)
+        pool = by_name.get(job.partition)
+        if pool is None:
+            pool = pools[0]
+            if pool.partition:      # a pool without a name stands for every partition
+                out.notes[f"partition {job.partition or '?'} is not in the replayed "
+                          f"cluster: replayed in {pool.partition}"] += 1
+        tags = synergy_tags(job.admin_comment)
+        out.managed += tags.get("managed") == "1"
+        key, how = _key(job, tags, profiles, rules)
         if key is None and assume is not None:
             cls = rng.choices(list(CLASSES), weights=list(assume))[0]
             models = [m for m in CLASSES[cls] if m in profiles]
             if models:
                 key, how = models[turn[cls] % len(models)], "assumed"
                 turn[cls] += 1
-        prof = profiles.get(key) if key else None
-        elapsed = max(1.0, finish - job.start)
-        if prof is None:
-            work, model, how = elapsed, "", "unknown"
-        else:
-            share = PerGpu(max(1, job.cpus // job.gpus),
-                           job.mem_mb / job.gpus / MB_PER_GB) if job.cpus else fair
-            work = elapsed * (prof.speedup(share, fair) if job.mem_mb else 1.0)
-            model = prof.key
-        # Work in milliseconds at the proportional share (replay_profiles makes a
-        # profile's iteration that long), so whole iterations per round lose nothing.
-        iterations = round(work / WORK_UNIT_S)
-        out.trace.append(TraceJob(job.job_id, model, job.eligible - t0, max(1, iterations),
-                                  job.gpus, job.priority,
-                                  requeue_ok="synergy:requeue-ok" in job.comment.split()))
+        out.trace.append(_trace_job(job, finish, t0, pool, profiles.get(key) if key else None,
+                                    tags, startup_s, default_limit_s))
         out.jobs[job.job_id] = job
-        out.source[job.job_id] = how
+        out.source[job.job_id] = how if key in profiles else "unknown"
+        if job.state in FIXED_STATES:
+            out.notes[f"{job.state.lower()}: replayed for as long as it ran"] += 1
     return out
 
 
-def replay_profiles(profiles: Mapping[str, Profile], fair: PerGpu) -> dict[str, Profile]:
-    """The profiles as the replay runs them: the same curves, with an iteration of
-    :data:`WORK_UNIT_S` at the proportional share (the trace counts work in that unit)."""
-    return {k: replace(p, iter_time_s=WORK_UNIT_S * p.at(fair.cpus, fair.mem_gb))
-            for k, p in profiles.items()}
+def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Profile | None,
+               tags: Mapping[str, str], startup_s: float, default_limit_s: float) -> TraceJob:
+    assert job.start is not None
+    fair = pool.cluster.fair
+    elapsed = max(1.0, finish - job.start)
+    had = PerGpu(max(1, job.cpus // job.gpus),
+                 job.mem_mb / job.gpus / MB_PER_GB) if job.cpus and job.mem_mb else None
+    startup = min(startup_s, elapsed)
+    fixed = elapsed if job.state in FIXED_STATES else 0.0
+    work = elapsed - startup
+    if prof is not None and had is not None:
+        work *= prof.speedup(had, fair)
+    # A job the hook did not tag that became eligible after its submission asked to wait.
+    asked = job.eligible - t0 if (not tags and job.eligible > job.submit + ASKED_WAIT_S) \
+        else None
+    return TraceJob(job.job_id, prof.key if prof is not None else "", job.submit - t0,
+                    max(1, round(work / WORK_UNIT_S)), job.gpus, job.priority,
+                    user=job.user,
+                    requeue_ok="synergy:requeue-ok" in job.comment.split(),
+                    partition=pool.partition, gpu_type=job.gpu_type or "",
+                    time_limit_s=job.time_limit_s or default_limit_s,
+                    share=None if tags.get("managed") == "1" else had, eligible=asked,
+                    work_s=work, startup_s=startup, fixed_s=fixed)
 
 
 def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:
@@ -166,11 +207,14 @@ def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:
     return out
 
 
-def _key(job: HistoryJob, profiles: Mapping[str, Profile], rules: Sequence[Rule]
-         ) -> tuple[str | None, str]:
-    key = comment_profile_key(job.comment)
-    if key and key in profiles:
-        return key, "comment"
+def _key(job: HistoryJob, tags: Mapping[str, str], profiles: Mapping[str, Profile],
+         rules: Sequence[Rule]) -> tuple[str | None, str]:
+    """The job's profile key, where the controller would find it: the hook's tag, the
+    job's comment, then the admin's rules."""
+    for key, how in ((tags.get("profile"), "tag"), (comment_profile_key(job.comment),
+                                                      "comment")):
+        if key and KEY_RE.match(key) and key in profiles:
+            return key, how
     for rule in rules:
         if rule.matches(job) and rule.key in profiles:
             return rule.key, "rule"

@@ -1,11 +1,13 @@
-"""Replay a history twice through the simulator, in the controller's model, and measure.
+"""Replay a history twice through the controller model, and measure against what happened.
 
-The proportional run is what happened (every job at its GPU-proportional share, started
-in order as resources free up); comparing it with the history's own waits, JCTs and
-makespan tells how far the replay can be trusted, and that error is reported first. The
-synergy run is the prediction. Both run non-preemptively (a running job keeps its shape,
-as the controller keeps it), on the same cluster and background, in the same order:
-Slurm's, by the priority each job had (``sacct``'s Priority), where the history has them.
+The plain replay is Slurm without synergy: every job asks for the cores and memory it had
+(a job synergy shaped, its partition's defaults), Slurm's backfill starts them. Measured
+against the history's own waits, JCTs and makespan, it tells how far the model can be
+trusted where synergy did not run; where it did, the synergy replay is measured against
+what happened instead. The synergy replay is the forecast: the hook and the controller as
+they act on the site's Slurm release. Both run on the same partitions and background, in
+the order Slurm used: by the priority each job had (``sacct``'s Priority), where the
+history has them.
 """
 
 from __future__ import annotations
@@ -16,11 +18,36 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import ClusterState, Profile
+from ..core.pools import Pool
 from ..sim.engine import JobResult, SimConfig, SimResult, simulate
 from ..vocabulary import MB_PER_GB
-from .history import Replay, replay_profiles
+from .history import Replay
 
 GROUPS = ("partition", "account")
+RUNS = ("actual", "plain", "synergy")
+# Jobs by size (GPUs): the fairness cost of a plan shows as JCT by size.
+SIZES = ((1, 1, "1 GPU"), (2, 2, "2 GPUs"), (3, 4, "3-4 GPUs"), (5, 8, "5-8 GPUs"),
+         (9, 1 << 30, "9+ GPUs"))
+
+
+@dataclass(frozen=True)
+class Controller:
+    """How the site's controller and Slurm would run the synergy replay: its round, the
+    delay from a release to Slurm's start, whether the release honours lowering a pending
+    job (and so shapes known jobs at submission) and lowers running jobs' memory, the
+    requeue rule, and Slurm's scheduling cadence."""
+
+    interval_s: float = 30.0
+    release_delay_s: float = 2.0
+    lowers_pending: bool = False
+    shrink_memory: bool = False
+    requeue_budget: int = 0
+    requeue_interval_s: float = 0.0
+    restart_cost_s: float = 0.0
+    sched_s: float = 30.0
+    policy: str = "slurm"
+    hold_known: bool = True
+    hold_unknown: bool = True
 
 
 @dataclass(frozen=True)
@@ -42,7 +69,7 @@ class Stats:
 
 @dataclass(frozen=True)
 class Times:
-    """One job's eligible, start and end time on one timeline (seconds from t0)."""
+    """One job's submission, start and end time on one timeline (seconds from t0)."""
 
     job_id: int
     arrival: float
@@ -65,16 +92,16 @@ def stats(times: Sequence[Times]) -> Stats:
 
 @dataclass
 class Outcome:
-    """What each of the three (actual, proportional, synergy) did with the jobs."""
+    """What each of the three (actual, plain, synergy) did with the jobs."""
 
     actual: dict[int, Times]
-    proportional: SimResult
+    plain: SimResult
     synergy: SimResult
 
     def times(self, which: str) -> dict[int, Times]:
         if which == "actual":
             return self.actual
-        res = self.proportional if which == "proportional" else self.synergy
+        res = self.plain if which == "plain" else self.synergy
         return {j.job_id: _times(j) for j in res.jobs}
 
 
@@ -83,33 +110,38 @@ def _times(j: JobResult) -> Times:
 
 
 def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
-        allocator: str = "tune", round_s: float = 60.0, restart_cost_s: float = 0.0,
-        on_round: Callable[[str, float], None] | None = None, requeue_budget: int = 0,
-        requeue_interval_s: float = 0.0) -> Outcome:
-    """The proportional and the synergy replay of ``replay`` on ``cluster``. In the
-    synergy replay, running jobs that opted in (``synergy:requeue-ok``) are requeued into
-    idle resources as the controller would: at most ``requeue_budget`` a round, each at
-    most every ``requeue_interval_s``, when the time saved beats ``restart_cost_s``."""
+        pools: Sequence[Pool], allocator: str = "tune", ctl: Controller = Controller(),
+        on_round: Callable[[str, float], None] | None = None) -> Outcome:
+    """The plain and the synergy replay of ``replay`` on ``cluster`` (its ``pools``). In
+    the synergy replay, running jobs that opted in (``synergy:requeue-ok``) are requeued
+    into idle resources as the controller would."""
     if not replay.trace:
         raise ValueError("nothing to replay: no GPU job in the history ran")
-    actual = {jid: Times(jid, j.eligible - replay.t0,
+    actual = {jid: Times(jid, j.submit - replay.t0,
                          None if j.start is None else j.start - replay.t0,
                          (j.end if j.end is not None else replay.end) - replay.t0)
               for jid, j in replay.jobs.items()}
     trace = sorted(replay.trace, key=lambda t: (t.arrival, t.job_id))
-    profiles = replay_profiles(profiles, cluster.fair)
-    policy = replay_policy(replay)
+    order = replay_policy(replay)
+    # The controller plans in its own policy; "slurm" (Slurm's priority) needs every
+    # job's priority, else it is submission order too.
+    policy = order if ctl.policy == "slurm" else ctl.policy
     results = {}
-    for name, alloc in (("proportional", "proportional"), ("synergy", allocator)):
-        opted = any(t.requeue_ok for t in trace) and alloc != "proportional"
-        cfg = SimConfig(cluster, policy=policy, allocator=alloc, round_s=round_s,
-                        restart_cost_s=restart_cost_s, preemptive=False,
-                        background=tuple(replay.background),
-                        requeue_budget=requeue_budget if opted else 0,
-                        requeue_interval_s=requeue_interval_s, requeue_opt_in=True)
+    for name, alloc in (("plain", "proportional"), ("synergy", allocator)):
+        cfg = SimConfig(cluster, policy=policy, slurm_order=order, allocator=alloc,
+                        round_s=ctl.sched_s,
+                        restart_cost_s=ctl.restart_cost_s, preemptive=False,
+                        background=tuple(replay.background), pools=tuple(pools),
+                        requeue_budget=ctl.requeue_budget, requeue_opt_in=True,
+                        requeue_interval_s=ctl.requeue_interval_s,
+                        shrink_memory=ctl.shrink_memory,
+                        controller_interval_s=ctl.interval_s,
+                        release_delay_s=ctl.release_delay_s,
+                        lowers_pending=ctl.lowers_pending, hold_known=ctl.hold_known,
+                        hold_unknown=ctl.hold_unknown)
         cb = (lambda now, _done, n=name: on_round(n, now)) if on_round else None
         results[name] = simulate(trace, profiles, cfg, on_round=cb)
-    return Outcome(actual, results["proportional"], results["synergy"])
+    return Outcome(actual, results["plain"], results["synergy"])
 
 
 def replay_policy(replay: Replay) -> str:
@@ -120,19 +152,27 @@ def replay_policy(replay: Replay) -> str:
 
 
 def utilisation(result: SimResult) -> dict[str, float]:
-    """Mean GPU, CPU and memory allocation over the run's rounds."""
+    """GPU, CPU and memory allocation, time-weighted from the first submission to the
+    last end (each row holds until the next)."""
     rows = result.utilisation
-    if not rows:
+    first = min((j.arrival for j in result.jobs), default=0.0)
+    last = max((j.finish for j in result.jobs if j.finish is not None), default=first)
+    if not rows or last <= first:
         return {"gpu": 0.0, "cpu": 0.0, "mem": 0.0}
-    arr = np.array([r[1:] for r in rows])
-    g, c, m = arr.mean(axis=0)
+    acc = np.zeros(3)
+    for row, nxt in zip(rows, [*rows[1:], (last, 0, 0, 0)], strict=True):
+        lo, hi = max(row[0], first), min(nxt[0], last)
+        if hi > lo:
+            acc += np.array(row[1:]) * (hi - lo)
+    g, c, m = acc / (last - first)
     return {"gpu": round(float(g), 4), "cpu": round(float(c), 4), "mem": round(float(m), 4)}
 
 
 def actual_utilisation(replay: Replay, cluster: ClusterState) -> dict[str, float]:
-    """What the history's GPU jobs held, over the same span, as a share of the cluster."""
+    """What the history's GPU jobs held, from the first submission to the last end, as a
+    share of the cluster."""
     total = cluster.total
-    first = min(j.eligible for j in replay.jobs.values())
+    first = min(j.submit for j in replay.jobs.values())
     last = max((j.end or replay.end) for j in replay.jobs.values())
     span = max(1.0, last - first)
     g = c = m = 0.0
@@ -146,24 +186,33 @@ def actual_utilisation(replay: Replay, cluster: ClusterState) -> dict[str, float
             "mem": round(m / span / total.mem_gb, 4)}
 
 
-def fidelity(outcome: Outcome) -> dict[str, float]:
-    """Relative error of the proportional replay against what really happened."""
+def fidelity(outcome: Outcome, of: str) -> dict[str, float | str]:
+    """Relative error of the replay of what ran (``of``: plain or synergy) against what
+    really happened."""
     a = stats(list(outcome.actual.values()))
-    p = stats(list(outcome.times("proportional").values()))
-
-    def err(x: float, y: float) -> float:
-        return round((y - x) / x, 4) if x else float("nan")
-
-    return {"makespan": err(a.makespan_h, p.makespan_h), "jct_mean": err(a.jct_mean_h,
-                                                                         p.jct_mean_h),
+    p = stats(list(outcome.times(of).values()))
+    return {"of": of, "makespan": _err(a.makespan_h, p.makespan_h),
+            "jct_mean": _err(a.jct_mean_h, p.jct_mean_h),
+            "jct_p99": _err(a.jct_p99_h, p.jct_p99_h),
             "wait_mean_h": round(p.wait_mean_h - a.wait_mean_h, 4)}
 
 
+def _err(truth: float, got: float) -> float:
+    return round((got - truth) / truth, 4) if truth else float("nan")
+
+
 def grouped(outcome: Outcome, replay: Replay, group: str) -> dict[str, dict[str, Stats]]:
-    """Per value of ``group`` (partition or account): the three runs' statistics."""
+    """Per value of ``group`` (partition, account, or ``size``: GPUs in bands): the three
+    runs' statistics."""
     ids: dict[str, list[int]] = {}
     for jid, j in replay.jobs.items():          # one pass: a site has many accounts
-        ids.setdefault(getattr(j, group) or "-", []).append(jid)
-    runs = {w: outcome.times(w) for w in ("actual", "proportional", "synergy")}
+        key = _size(j.gpus) if group == "size" else (getattr(j, group) or "-")
+        ids.setdefault(key, []).append(jid)
+    runs = {w: outcome.times(w) for w in RUNS}
+    order = [label for _, _, label in SIZES] if group == "size" else sorted(ids)
     return {k: {w: stats([t[i] for i in ids[k] if i in t]) for w, t in runs.items()}
-            for k in sorted(ids)}
+            for k in order if k in ids}
+
+
+def _size(gpus: int) -> str:
+    return next(label for lo, hi, label in SIZES if lo <= gpus <= hi)

@@ -10,59 +10,110 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from ..core import ClusterState
+from ..core.pools import Pool
 from .history import Replay
-from .replay import GROUPS, Outcome, actual_utilisation, fidelity, grouped, stats, utilisation
+from .replay import (
+    GROUPS,
+    RUNS,
+    Controller,
+    Outcome,
+    actual_utilisation,
+    fidelity,
+    grouped,
+    stats,
+    utilisation,
+)
 
-RUNS = ("actual", "proportional", "synergy")
 ROWS = (("jobs", "jobs"), ("unfinished", "unfinished"), ("mean wait (h)", "wait_mean_h"),
         ("mean JCT (h)", "jct_mean_h"), ("p50 JCT (h)", "jct_p50_h"),
         ("p99 JCT (h)", "jct_p99_h"), ("makespan (h)", "makespan_h"))
 
 
-def build(replay: Replay, outcome: Outcome, cluster: ClusterState, source: str,
-          skipped: int, skipped_reasons: dict[str, int]) -> dict:
+def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[Pool],
+          ctl: Controller, source: str, skipped: int, skipped_reasons: dict[str, int],
+          assumptions: dict | None = None) -> dict:
     overall = {w: stats(list(outcome.times(w).values())).as_dict() for w in RUNS}
-    prop, syn = overall["proportional"], overall["synergy"]
+    plain, syn, actual = overall["plain"], overall["synergy"], overall["actual"]
+    ran = "synergy" if replay.under_synergy else "plain"
+    other = "plain" if ran == "synergy" else "synergy"
+    # What happened against the replay of the other: the gain an admin would have had
+    # (or had) from synergy, by Slurm's own records on one side.
+    before, after = (actual, syn) if ran == "plain" else (plain, actual)
     return {
         "source": source,
         "window": [_iso(replay.t0), _iso(replay.end)],
         "cluster": {"servers": len(cluster.servers), "gpus": cluster.total.gpus,
                     "cpus": cluster.total.cpus, "mem_gb": round(cluster.total.mem_gb, 1),
                     "proportional_share": {"cpus_per_gpu": cluster.fair.cpus,
-                                           "mem_gb_per_gpu": cluster.fair.mem_gb}},
+                                           "mem_gb_per_gpu": cluster.fair.mem_gb},
+                    "partitions": [{"name": p.partition, "servers": len(p.cluster.servers),
+                                    "gpus": p.cluster.total.gpus,
+                                    "cpus_per_gpu": p.cluster.fair.cpus,
+                                    "mem_gb_per_gpu": p.cluster.fair.mem_gb}
+                                   for p in pools]},
+        "model": {"controller_interval_s": ctl.interval_s,
+                  "release_delay_s": ctl.release_delay_s,
+                  "known_profiles_held": not ctl.lowers_pending,
+                  "shrink_running_memory": ctl.shrink_memory,
+                  "slurm_sched_s": ctl.sched_s, **(assumptions or {})},
         "replayed": len(replay.trace),
-        "order": outcome.proportional.config.policy,
+        "ran": ran,
+        "order": outcome.plain.config.policy,
         "requeue_ok": sum(t.requeue_ok for t in replay.trace),
         "requeues": sum(j.restarts for j in outcome.synergy.jobs),
         "profiles": dict(sorted(Counter(replay.source.values()).items())),
         "left_out": dict(sorted(replay.left_out.items())),
         "notes": dict(sorted(replay.notes.items())),
         "skipped_records": skipped, "skipped_reasons": skipped_reasons,
-        "fidelity": fidelity(outcome),
+        "headline": {"before": "actual" if ran == "plain" else "plain",
+                     "after": "synergy" if ran == "plain" else "actual",
+                     "makespan": _ratio(before["makespan_h"], after["makespan_h"]),
+                     "jct_mean": _ratio(before["jct_mean_h"], after["jct_mean_h"]),
+                     "jct_p99": _ratio(before["jct_p99_h"], after["jct_p99_h"]),
+                     "wait_mean_h": _diff(after["wait_mean_h"], before["wait_mean_h"])},
+        "fidelity": fidelity(outcome, ran),
+        "other": other,
         "overall": overall,
-        "gain": {"jct_mean": _ratio(prop["jct_mean_h"], syn["jct_mean_h"]),
-                 "makespan": _ratio(prop["makespan_h"], syn["makespan_h"])},
+        "gain": {"jct_mean": _ratio(plain["jct_mean_h"], syn["jct_mean_h"]),
+                 "makespan": _ratio(plain["makespan_h"], syn["makespan_h"]),
+                 "jct_p99": _ratio(plain["jct_p99_h"], syn["jct_p99_h"])},
         "utilisation": {"actual": actual_utilisation(replay, cluster),
-                        "proportional": utilisation(outcome.proportional),
+                        "plain": utilisation(outcome.plain),
                         "synergy": utilisation(outcome.synergy)},
         **{f"by_{g}": {k: {w: s.as_dict() for w, s in v.items()}
-                       for k, v in grouped(outcome, replay, g).items()} for g in GROUPS},
-        "wall_s": round(outcome.proportional.wall_s + outcome.synergy.wall_s, 2),
+                       for k, v in grouped(outcome, replay, g).items()}
+           for g in (*GROUPS, "size")},
+        "wall_s": round(outcome.plain.wall_s + outcome.synergy.wall_s, 2),
     }
 
 
 def as_text(doc: dict) -> str:
     c = doc["cluster"]
+    h, f = doc["headline"], doc["fidelity"]
+    if doc["ran"] == "plain":
+        lead = ("What happened (plain Slurm, from its records) against synergy's replay: "
+                f"makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, p99 JCT "
+                f"{_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
+    else:
+        lead = ("What happened (synergy ran, from Slurm's records) against the replay "
+                f"without it: makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, "
+                f"p99 JCT {_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
     lines = [f"synergy whatif: {doc['replayed']} GPU jobs replayed from {doc['source']}, "
-             f"{doc['window'][0]} .. {doc['window'][1]}",
+             f"{doc['window'][0]} .. {doc['window'][1]}", "", lead,
+             f"Fidelity (the {f['of']} replay against what really happened): makespan "
+             f"{_pct(f['makespan'])}, mean JCT {_pct(f['jct_mean'])}, p99 JCT "
+             f"{_pct(f['jct_p99'])}, mean wait {f['wait_mean_h']:+.3f} h",
+             f"Replay against replay: synergy {doc['gain']['jct_mean']}x shorter mean JCT, "
+             f"{doc['gain']['makespan']}x shorter makespan", "",
              f"cluster: {c['servers']} servers, {c['gpus']} GPUs, {c['cpus']} cores, "
-             f"{c['mem_gb']:g} GB; proportional share "
-             f"{c['proportional_share']['cpus_per_gpu']} cores + "
-             f"{c['proportional_share']['mem_gb_per_gpu']:g} GB per GPU",
+             f"{c['mem_gb']:g} GB; partitions " + ", ".join(
+                 f"{p['name'] or '-'} ({p['gpus']} GPUs, {p['cpus_per_gpu']} cores + "
+                 f"{p['mem_gb_per_gpu']:g} GB per GPU)" for p in c["partitions"]),
              "profiles: " + ", ".join(f"{n} {k}" for k, n in doc["profiles"].items()),
              "order: " + ("Slurm's, by the priority sacct recorded for each job"
-                          if doc["order"] == "slurm" else "arrival (the history has no "
+                          if doc["order"] == "slurm" else "submission (the history has no "
                           "priority for every job)"),
+             "model: " + ", ".join(f"{k} {v}" for k, v in doc["model"].items()),
              f"requeues: {doc['requeues']} in the synergy replay, of the "
              f"{doc['requeue_ok']} jobs that opted in (synergy:requeue-ok)"]
     if doc["profiles"].get("unknown"):
@@ -72,16 +123,10 @@ def as_text(doc: dict) -> str:
                      ("skipped records", doc["skipped_reasons"])):
         for reason, n in d.items():
             lines.append(f"{title}: {n} {reason}")
-    f = doc["fidelity"]
-    lines += ["", "Fidelity (the proportional replay against what really happened): "
-              f"makespan {_pct(f['makespan'])}, mean JCT {_pct(f['jct_mean'])}, "
-              f"mean wait {f['wait_mean_h']:+.3f} h", ""]
-    lines += _table(doc["overall"], doc["utilisation"])
-    g = doc["gain"]
-    lines += ["", f"synergy vs proportional: mean JCT {g['jct_mean']}x shorter, makespan "
-              f"{g['makespan']}x shorter"]
-    for group in GROUPS:
-        lines += ["", f"By {group}:"]
+    lines += ["", *_table(doc["overall"], doc["utilisation"])]
+    for group, title in (("size", "By job size (the fairness cost: JCT by GPUs)"),
+                         ("partition", "By partition"), ("account", "By account")):
+        lines += ["", f"{title}:"]
         for key, runs in doc[f"by_{group}"].items():
             lines.append(f"  {key}: " + "; ".join(
                 f"{w} {runs[w]['jobs']} jobs, JCT {_h(runs[w]['jct_mean_h'])} h, "
@@ -162,8 +207,22 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
+def _diff(a: float, b: float) -> float | None:
+    if a != a or b != b:
+        return None
+    return round(a - b, 4)
+
+
+def _x(r: float | None) -> str:
+    return "n/a" if r is None else f"{r}x"
+
+
+def _signed_h(d: float | None) -> str:
+    return "n/a" if d is None else f"{d:+.3f} h"
+
+
 def _pct(x: float) -> str:
-    return "n/a" if x != x else f"{x * 100:+.1f}%"
+    return "n/a" if x is None or x != x else f"{x * 100:+.1f}%"
 
 
 def _h(x) -> str:

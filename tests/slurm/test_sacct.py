@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from synergy_slurm.slurm.parse import ParseError
-from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, TEXT_FIELDS, parse_history
+from synergy_slurm.slurm.sacct import TEXT_FIELDS, parse_history
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RELEASES = ("22.05.8", "26.05.5")
@@ -61,15 +61,18 @@ def test_json_and_text_agree(release):
     a, _ = load(release, "json")
     b, _ = load(release, "txt")
     key = lambda j: (j.job_id, j.submit)   # noqa: E731
-    # The recorded text has no Priority column (TEXT_FIELDS); the JSON always has it.
+    # The recorded text has none of the optional columns (TEXT_FIELDS); the JSON always
+    # has the priority, the time limit and the admin comment.
     assert all(j.priority > 0 for j in a) and all(j.priority == 0 for j in b)
-    assert sorted((replace(j, priority=0) for j in a), key=key) == sorted(b, key=key)
+    assert all(j.time_limit_s is None and not j.admin_comment for j in b)
+    bare = (replace(j, priority=0, time_limit_s=None, admin_comment="") for j in a)
+    assert sorted(bare, key=key) == sorted(b, key=key)
 
 
 def test_the_priority_column_is_read_where_the_header_names_it():
     lines = (FIXTURES / "sacct_26.05.5.txt").read_text().splitlines()
     assert lines[0] == "|".join(TEXT_FIELDS)
-    with_priority = ["|".join(PRIORITY_FIELDS)] + [
+    with_priority = ["|".join((*TEXT_FIELDS, "Priority"))] + [
         f"{line}|{1000 + i}" for i, line in enumerate(lines[1:]) if line]
     jobs, skipped = parse_history("\n".join(with_priority))
     assert skipped == [] and sorted(j.priority for j in jobs) == \
@@ -124,3 +127,29 @@ def test_bad_text_lines_are_skipped_with_reasons():
     assert [s.reason for s in skipped] == [
         f"3 fields, expected {len(TEXT_FIELDS)}", "time 'yesterday' is not ISO 8601",
         "job id '1_[0-3]' is not a number"]
+
+
+def test_time_limits_and_admin_comments_are_read_in_both_forms():
+    lines = (FIXTURES / "sacct_26.05.5.txt").read_text().splitlines()
+    limits = ["UNLIMITED", "01:00:00", "1-02:03:04", "05:00", "Partition_Limit"]
+    header = "|".join((*TEXT_FIELDS, "AdminComment", "Timelimit"))
+    rows = [f"{line}|synergy.managed=1|{limits[i % len(limits)]}"
+            for i, line in enumerate(lines[1:]) if line]
+    jobs, skipped = parse_history("\n".join([header, *rows]))
+    assert skipped == []
+    got = sorted({j.time_limit_s for j in jobs}, key=lambda v: (v is not None, v or 0))
+    assert got == [None, 300.0, 3600.0, 93784.0][:len(got)]
+    assert all(j.admin_comment == "synergy.managed=1" for j in jobs)
+    bad = [header, rows[0].rsplit("|", 1)[0] + "|soon"]
+    jobs, skipped = parse_history("\n".join(bad))
+    assert not jobs and "time limit 'soon'" in skipped[0].reason
+    # JSON: minutes, or {"set", "infinite", "number"}; the admin comment where Slurm puts it.
+    doc = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())
+    rec = doc["jobs"][0]
+    rec["time"]["limit"] = {"set": True, "infinite": False, "number": 90}
+    rec["comment"]["administrator"] = "synergy.managed=1,synergy.held=1"
+    (job, *_), _ = parse_history(json.dumps({"jobs": [rec]}))
+    assert job.time_limit_s == 5400.0 and "synergy.held=1" in job.admin_comment
+    rec["time"]["limit"] = {"set": False, "infinite": True, "number": 0}
+    (job, *_), _ = parse_history(json.dumps({"jobs": [rec]}))
+    assert job.time_limit_s is None

@@ -11,78 +11,92 @@ import pytest
 from click.testing import CliRunner
 
 from synergy_slurm.cli.main import main
-from synergy_slurm.core import ClusterState, PerGpu
+from synergy_slurm.core import ClusterState, PerGpu, Resources, Server
+from synergy_slurm.core.pools import Pool
 from synergy_slurm.slurm.sacct import HistoryJob, parse_history
 from synergy_slurm.whatif import HistoryError, Rule, build_replay
-from synergy_slurm.whatif.history import WORK_UNIT_S, replay_profiles
-from synergy_slurm.whatif.replay import run
+from synergy_slurm.whatif.replay import Controller, run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "slurm" / "fixtures"
-FAIR = PerGpu(3, 62.5)
 T = 1_800_000_000.0
 
 
 def hjob(jid, start=0.0, end=3600.0, gpus=1, cpus=3, mem=62_500.0, name="train",
          comment="", account="lab-a", state="COMPLETED", nodes=("n1",),
-         priority=0) -> HistoryJob:
-    return HistoryJob(jid, "alice", account, "gpu", name, comment, state, T, T,
+         priority=0, submit=0.0, eligible=None, limit=None, admin="",
+         partition="gpu") -> HistoryJob:
+    return HistoryJob(jid, "alice", account, partition, name, comment, state, T + submit,
+                      T + (submit if eligible is None else eligible),
                       None if start is None else T + start, None if end is None else T + end,
-                      gpus, cpus, mem, None, nodes, "normal", priority)
+                      gpus, cpus, mem, None, nodes, "normal", priority, limit, admin)
+
+
+def pools(*names: str) -> tuple[Pool, ...]:
+    """One pool over ``names`` (8 GPUs, 24 cores, 500 GB each), standing for every
+    partition."""
+    return (Pool("", ClusterState(tuple(Server(n, Resources(8, 24, 500.0))
+                                        for n in names))),)
+
+
+def replay(rp, profiles, cluster=None, allocator="tune", **ctl):
+    found = pools(*(s.name for s in (cluster or ClusterState.uniform(1)).servers))
+    return run(rp, profiles, found[0].cluster, found, allocator, Controller(**ctl))
 
 
 def test_the_recorded_history_becomes_a_replay(paper_profiles):
     history, _ = parse_history((FIXTURES / "sacct_26.05.5.json").read_text())
-    rp = build_replay(history, paper_profiles, FAIR, ["n1", "n2"])
+    rp = build_replay(history, paper_profiles, pools("n1", "n2"))
     assert sorted(rp.jobs) == [1, 3, 5, 6]
     assert rp.source == {1: "comment", 3: "unknown", 5: "unknown", 6: "unknown"}
     by_id = {t.job_id: t for t in rp.trace}
     assert by_id[1].model == "res18" and by_id[1].gpus == 2 and by_id[3].model == ""
     # The requeued job arrives with its first run's submission and is replayed once.
-    assert rp.jobs[5].eligible == min(j.eligible for j in history if j.job_id == 5)
+    assert rp.jobs[5].submit == min(j.submit for j in history if j.job_id == 5)
     assert [o.server for o in rp.background] == ["n1"]          # job 2, no GPUs
     assert rp.background[0].resources.cpus == 4
-    assert sum(rp.notes.values()) == 3 and not rp.left_out
+    assert sum(rp.notes.values()) == 4 and not rp.left_out
+    assert rp.notes["failed: replayed for as long as it ran"] == 1
 
 
 def test_work_is_measured_at_the_proportional_share(paper_profiles):
     """alexnet run an hour at 12 cores/GPU did 2.94 h of proportional work."""
     rp = build_replay([hjob(1, cpus=12, mem=125_000, comment="synergy:profile=alexnet")],
-                      paper_profiles, FAIR, ["n1"])
-    assert rp.trace[0].iterations * WORK_UNIT_S == pytest.approx(3600 * 2.94, rel=0.01)
+                      paper_profiles, pools("n1"))
+    assert rp.trace[0].work_s == pytest.approx(3600 * 2.94, rel=0.01)
 
 
-def test_the_replay_loses_no_work_to_whole_iterations(paper_profiles):
-    """An hour of work at the proportional share replays as an hour in one-second rounds
-    (iterations of the profiles' own length, ~0.6 s, lost 40% to whole iterations)."""
-    prof = replay_profiles(paper_profiles, FAIR)["res18"]
-    assert prof.iter_time_s / prof.at(3, 62.5) == pytest.approx(WORK_UNIT_S)
+def test_an_hour_of_work_at_its_share_replays_as_an_hour(paper_profiles):
     rp = build_replay([hjob(1, comment="synergy:profile=res18"), hjob(2)], paper_profiles,
-                      FAIR, ["n1"])
-    out = run(rp, paper_profiles, ClusterState.uniform(1), "tune", round_s=1.0)
-    times = out.times("proportional")
-    assert times[1].end - times[1].start == pytest.approx(3600, abs=2)
-    assert times[2].end - times[2].start == pytest.approx(3600, abs=2)
+                      pools("s0"))
+    times = replay(rp, paper_profiles, sched_s=1.0).times("plain")
+    assert times[1].end - times[1].start == pytest.approx(3600)
+    assert times[2].end - times[2].start == pytest.approx(3600)
 
 
 def test_the_replay_starts_jobs_in_the_order_slurm_gave_them(paper_profiles):
-    """Two 8-GPU jobs eligible at once on one 8-GPU server: Slurm ran job 2 first (its
-    fair-share priority was higher); the replay does too, in both runs. Without a priority
-    for every job the replay falls back to arrival order (job 1 first)."""
+    """Two 8-GPU jobs submitted at once on one 8-GPU server: Slurm ran job 2 first (its
+    fair-share priority was higher); the plain replay does too, and so does the synergy
+    replay where the hook does not hold them (a known profile on 26.05). Held jobs show
+    priority 0 to the controller until it releases them, so on 22.05 it plans them in
+    submission order (job 1 first), as the real controller does. Without a priority for
+    every job the replay falls back to submission order."""
     history = [hjob(1, start=3600.0, end=7200.0, gpus=8, cpus=24, mem=500_000,
-                    priority=100),
-               hjob(2, start=0.0, end=3600.0, gpus=8, cpus=24, mem=500_000, priority=900)]
-    cluster = ClusterState.uniform(1)
-    out = run(build_replay(history, paper_profiles, FAIR, ["s0"]), paper_profiles, cluster,
-              "tune", round_s=60.0)
-    assert out.proportional.config.policy == "slurm"
-    for which in ("proportional", "synergy"):
+                    priority=100, comment="synergy:profile=gnmt"),
+               hjob(2, start=0.0, end=3600.0, gpus=8, cpus=24, mem=500_000, priority=900,
+                    comment="synergy:profile=gnmt")]
+    rp = build_replay(history, paper_profiles, pools("s0"))
+    out = replay(rp, paper_profiles, sched_s=60.0, lowers_pending=True)
+    assert out.plain.config.slurm_order == "slurm"
+    for which in ("plain", "synergy"):
         t = out.times(which)
         assert t[2].start < t[1].start, which
+    held = replay(rp, paper_profiles, sched_s=60.0).times("synergy")
+    assert held[1].start < held[2].start
     unordered = [replace(history[0], priority=0), history[1]]
-    out = run(build_replay(unordered, paper_profiles, FAIR, ["s0"]), paper_profiles,
-              cluster, "tune", round_s=60.0)
-    t = out.times("proportional")
-    assert out.proportional.config.policy == "fifo" and t[1].start < t[2].start
+    out = replay(build_replay(unordered, paper_profiles, pools("s0")), paper_profiles,
+                 sched_s=60.0)
+    t = out.times("plain")
+    assert out.plain.config.slurm_order == "fifo" and t[1].start < t[2].start
 
 
 def test_only_jobs_that_opted_in_are_requeued_in_the_synergy_replay(paper_profiles):
@@ -92,17 +106,16 @@ def test_only_jobs_that_opted_in_are_requeued_in_the_synergy_replay(paper_profil
     def replay_of(comment):
         return build_replay([hjob(1, end=20_000.0, comment=comment),
                              hjob(2, end=3600.0, gpus=7, cpus=21, mem=7 * 62_500.0)],
-                            paper_profiles, FAIR, ["s0"])
-    cluster = ClusterState.uniform(1)
+                            paper_profiles, pools("s0"))
+    ctl = {"sched_s": 60.0, "interval_s": 60.0, "restart_cost_s": 120.0,
+           "requeue_budget": 2}
     opted = replay_of("synergy:profile=alexnet synergy:requeue-ok")
     assert [t.requeue_ok for t in opted.trace] == [True, False]
-    out = run(opted, paper_profiles, cluster, "tune", round_s=60.0, restart_cost_s=120.0,
-              requeue_budget=2)
+    out = replay(opted, paper_profiles, **ctl)
     restarts = {j.job_id: j.restarts for j in out.synergy.jobs}
     assert restarts == {1: 1, 2: 0}
-    assert out.times("synergy")[1].end < out.times("proportional")[1].end
-    plain = run(replay_of("synergy:profile=alexnet"), paper_profiles, cluster, "tune",
-                round_s=60.0, restart_cost_s=120.0, requeue_budget=2)
+    assert out.times("synergy")[1].end < out.times("plain")[1].end
+    plain = replay(replay_of("synergy:profile=alexnet"), paper_profiles, **ctl)
     assert {j.restarts for j in plain.synergy.jobs} == {0}
     assert out.times("synergy")[1].end < plain.times("synergy")[1].end
 
@@ -112,12 +125,12 @@ def test_rules_then_assumed_mix_then_unknown(paper_profiles):
             hjob(4, name="resnet", comment="synergy:profile=gnmt"),
             hjob(5, start=None, end=None, state="CANCELLED"), hjob(6, gpus=0, cpus=8)]
     rules = [Rule.parse("name:^resnet=res50"), Rule.parse("account:^nlp$=transformer")]
-    rp = build_replay(hist, paper_profiles, FAIR, ["n1"], rules)
+    rp = build_replay(hist, paper_profiles, pools("n1"), rules)
     assert rp.source == {1: "rule", 2: "rule", 3: "unknown", 4: "comment"}
     assert {t.job_id: t.model for t in rp.trace} == {1: "res50", 2: "transformer", 3: "",
                                                      4: "gnmt"}
     assert rp.left_out == {"never started (cancelled)": 1}
-    mixed = build_replay(hist, paper_profiles, FAIR, ["n1"], assume=(100, 0, 0), seed=3)
+    mixed = build_replay(hist, paper_profiles, pools("n1"), assume=(100, 0, 0), seed=3)
     assert mixed.source[1] == mixed.source[3] == "assumed"
     assert {t.model for t in mixed.trace if mixed.source[t.job_id] == "assumed"} <= {
         "alexnet", "res18", "res50", "mobilenet", "shufflenet"}
@@ -140,15 +153,18 @@ def test_whatif_on_a_recorded_export(kind, tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output.strip().splitlines()[-1])
     assert doc["replayed"] == 4 and doc["profiles"] == {"comment": 1, "unknown": 3}
-    for run_ in ("actual", "proportional", "synergy"):
+    for run_ in ("actual", "plain", "synergy"):
         assert doc["overall"][run_]["jobs"] == 4
-    assert set(doc["fidelity"]) == {"makespan", "jct_mean", "wait_mean_h"}
+    assert set(doc["fidelity"]) == {"of", "makespan", "jct_mean", "jct_p99", "wait_mean_h"}
+    assert doc["ran"] == "plain" and doc["fidelity"]["of"] == "plain"
     assert set(doc["by_account"]) == {"lab-a"} and set(doc["by_partition"]) == {"gpu"}
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and (tmp_path / "jct_cdf.png").stat().st_size
     text = whatif("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
                "--round-seconds", "1")
-    assert text.exit_code == 0 and text.output.index("Fidelity") < text.output.index("mean JCT")
+    out = text.output
+    assert text.exit_code == 0
+    assert out.index("What happened") < out.index("Fidelity") < out.index("mean JCT (h)")
 
 
 def test_the_progress_bar_path_replays_alike():
@@ -194,3 +210,107 @@ def test_jobs_larger_than_the_replayed_cluster_are_refused(tmp_path):
     res = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "1",
               "--gpus-per-server", "1", "--cpus-per-server", "4")
     assert res.exit_code == 2 and "more GPUs than the replayed cluster" in res.output
+
+
+def test_arrival_is_the_submission_unless_the_job_asked_to_wait(paper_profiles):
+    """A job synergy's hook held (tagged) became eligible at its release: its wait counts
+    from its submission. A job the hook did not tag that became eligible later asked to
+    wait (--begin, a dependency): it is not queued before then."""
+    held = hjob(1, submit=0.0, eligible=300.0, start=300.0, end=900.0,
+                admin="synergy.managed=1,synergy.held=1,synergy.profile=res18")
+    begin = hjob(2, submit=0.0, eligible=500.0, start=500.0, end=900.0)
+    rp = build_replay([held, begin], paper_profiles, pools("s0"))
+    by_id = {t.job_id: t for t in rp.trace}
+    assert by_id[1].arrival == 0.0 and by_id[1].eligible is None
+    assert by_id[2].arrival == 0.0 and by_id[2].eligible == 500.0
+    assert rp.source[1] == "tag" and by_id[1].model == "res18"
+    out = replay(rp, paper_profiles, sched_s=5.0)
+    assert out.times("actual")[1].arrival == 0.0          # JCT from the submission
+    assert out.times("plain")[2].start == 500.0
+    assert out.times("plain")[1].start == 0.0
+
+
+def test_fixed_outcomes_run_as_long_as_they_did(paper_profiles):
+    """alexnet jobs that hit their limit, failed or were cancelled after an hour run an
+    hour in the synergy replay too, though alexnet runs 2.9x faster there; a completed
+    one's start-up is not sped up either."""
+    hist = [hjob(i, end=3600.0, state=state, comment="synergy:profile=alexnet",
+                 nodes=(f"n{i}",), limit=3600.0)
+            for i, state in enumerate(("TIMEOUT", "FAILED", "CANCELLED", "COMPLETED"), 1)]
+    rp = build_replay(hist, paper_profiles, pools("n1", "n2", "n3", "n4"), startup_s=600.0)
+    out = run(rp, paper_profiles, rp_cluster := pools("n1", "n2", "n3", "n4")[0].cluster,
+              pools("n1", "n2", "n3", "n4"), "tune", Controller(sched_s=5.0, interval_s=5.0))
+    assert rp_cluster.total.gpus == 32
+    syn = out.times("synergy")
+    for i in (1, 2, 3):
+        assert syn[i].end - syn[i].start == pytest.approx(3600.0)
+    speed = paper_profiles["alexnet"].speedup(paper_profiles["alexnet"].ideal, PerGpu(3, 62.5))
+    assert syn[4].end - syn[4].start == pytest.approx(600.0 + 3000.0 / speed)
+
+
+def test_partitions_and_gpu_types_are_replayed_apart(paper_profiles, tmp_path):
+    """On the mixed site an A100 job that waited for its partition's two nodes waits in
+    the replay too, though the H100 nodes stand idle; without partitions (--servers) it
+    would not have."""
+    hist = [hjob(1, gpus=8, cpus=128, mem=1_024_000.0, end=3600.0, partition="a100",
+                 nodes=("a1", "a2")),
+            hjob(2, gpus=4, cpus=64, mem=512_000.0, start=3600.0, end=7200.0,
+                 partition="a100", nodes=("a1",))]
+    doc = _whatif_history(tmp_path, hist, "--cluster", "mixed")
+    assert doc["overall"]["plain"]["makespan_h"] == pytest.approx(2.0, abs=0.01)
+    assert [p["name"] for p in doc["cluster"]["partitions"]] == ["a100", "h100", "all"]
+    flat = _whatif_history(tmp_path, hist, "--servers", "4", "--cpus-per-server", "128",
+                           "--mem-per-server", "2048")
+    assert flat["overall"]["plain"]["makespan_h"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_the_report_leads_with_what_happened_and_the_cost_by_size(paper_profiles, tmp_path):
+    hist = [hjob(i, start=60.0 * i, end=60.0 * i + 3600, gpus=g, cpus=3 * g,
+                 mem=62_500.0 * g, comment="synergy:profile=alexnet", nodes=("s0",))
+            for i, g in enumerate((1, 2, 4, 8), 1)]
+    doc = _whatif_history(tmp_path, hist, "--servers", "2")
+    assert doc["ran"] == "plain" and doc["headline"]["before"] == "actual"
+    assert doc["headline"]["after"] == "synergy" and doc["headline"]["jct_mean"] > 1
+    assert list(doc["by_size"]) == ["1 GPU", "2 GPUs", "3-4 GPUs", "5-8 GPUs"]
+    # A window where synergy ran is measured the other way round.
+    tagged = [replace(j, admin_comment="synergy.managed=1") for j in hist]
+    doc = _whatif_history(tmp_path, tagged, "--servers", "2")
+    assert doc["ran"] == "synergy" and doc["fidelity"]["of"] == "synergy"
+    assert doc["headline"]["before"] == "plain" and doc["headline"]["after"] == "actual"
+
+
+def test_the_release_decides_what_the_hook_holds(tmp_path):
+    for release, held in (("22.05", True), ("26.05", False)):
+        res = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "4",
+                     "--slurm-release", release, "--format", "json")
+        doc = json.loads(res.output.strip().splitlines()[-1])
+        assert doc["model"]["known_profiles_held"] is held
+        assert doc["model"]["slurm_release"].startswith(release)
+    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "4",
+                 "--slurm-release", "latest")
+    assert res.exit_code == 2 and "--slurm-release" in res.output
+
+
+def _whatif_history(tmp_path, hist, *args):
+    """whatif --format json over ``hist`` written as sacct -P text with the optional
+    columns."""
+    from synergy_slurm.slurm.sacct import PRIORITY_FIELDS
+
+    def ts(t):
+        return "" if t is None else __import__("datetime").datetime.fromtimestamp(
+            t).isoformat(timespec="seconds")
+
+    rows = ["|".join(PRIORITY_FIELDS)]
+    for j in hist:
+        tres = f"cpu={j.cpus},mem={int(j.mem_mb)}M,gres/gpu={j.gpus},node={len(j.nodes)}"
+        rows.append("|".join(map(str, (
+            j.job_id, j.user, j.account, j.partition, j.name, j.comment, j.state,
+            ts(j.submit), ts(j.eligible), ts(j.start), ts(j.end), tres, tres,
+            ",".join(j.nodes), j.qos, j.priority,
+            "UNLIMITED" if j.time_limit_s is None else f"{int(j.time_limit_s // 60)}:00",
+            j.admin_comment))))
+    path = tmp_path / "h.txt"
+    path.write_text("\n".join(rows) + "\n")
+    res = whatif("--from", str(path), *args, "--round-seconds", "5", "--format", "json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output.strip().splitlines()[-1])
