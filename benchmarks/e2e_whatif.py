@@ -14,13 +14,14 @@
 Every real figure is Slurm's own record: a job's JCT runs from its submission to its end
 (sacct's Submit and End), the makespan from the first submission to the last end.
 
-    python benchmarks/e2e_whatif.py [--jobs 30] [--seed 7] [--slurm 26.05] \\
+    python benchmarks/e2e_whatif.py [--jobs 30] [--seed 7,11] [--slurm 26.05] \\
         [--cluster mixed] [--out DIR] [--json]
     python benchmarks/e2e_whatif.py --replay-only --out DIR     # from the saved exports
     python benchmarks/e2e_whatif.py --runs-only --out DIR       # only the runs and exports
 
-Needs root. About 2 x 5 minutes. The two windows' ``sacct --json`` exports are kept in
---out (default /tmp/synergy-e2e-whatif) as plain.json and synergy.json, with runs.json
+Needs root. About 2 x 6 minutes a seed. The two windows' ``sacct --json`` exports are kept
+in --out (default /tmp/synergy-e2e-whatif; --out/seedN with several seeds) as plain.json
+and synergy.json, with runs.json
 (the run's settings) and the controller's audit.jsonl, so the comparison can be run again
 without the runs.
 """
@@ -236,7 +237,8 @@ def real(history: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seed", default="7,11",
+                    help="comma-separated seeds, one mix and two runs each")
     ap.add_argument("--slurm", default="system", choices=RELEASES)
     ap.add_argument("--cluster", default="", help="a cluster description (e.g. mixed)")
     ap.add_argument("--json", action="store_true")
@@ -246,19 +248,36 @@ def main() -> int:
     ap.add_argument("--runs-only", action="store_true",
                     help="only run the two windows and save their exports in --out")
     args = ap.parse_args()
+    seeds = [int(x) for x in str(args.seed).split(",")]
     profiles_path = SHARED / "model_profiles.json"
-    args.out.mkdir(parents=True, exist_ok=True)
-    plain, synergy_run = args.out / "plain.json", args.out / "synergy.json"
-    meta = args.out / "runs.json"
-    if not args.replay_only:
-        meta.write_text(json.dumps(runs(args, profiles_path, plain, synergy_run)))
-    if args.runs_only:
-        return 0
-    return report(json.loads(meta.read_text()), plain, synergy_run, profiles_path, args.json)
+    results = []
+    for seed in seeds:
+        out = args.out if len(seeds) == 1 else args.out / f"seed{seed}"
+        out.mkdir(parents=True, exist_ok=True)
+        plain, synergy_run, meta = out / "plain.json", out / "synergy.json", out / "runs.json"
+        if not args.replay_only:
+            one = argparse.Namespace(**{**vars(args), "seed": seed})
+            meta.write_text(json.dumps(runs(one, profiles_path, plain, synergy_run)))
+        if not args.runs_only:
+            results.append(report(json.loads(meta.read_text()), plain, synergy_run,
+                                  profiles_path))
+    for res in results:
+        if args.json:
+            print(json.dumps(res))
+        else:
+            for k, v in res.items():
+                print(f"{k:>36}: {v}")
+            print()
+    if len(results) > 1:
+        worst = {k: max((r[k] for r in results), key=abs) for k in (
+            "fidelity_makespan", "fidelity_jct_mean", "prediction_error_makespan",
+            "prediction_error_jct_mean", "gain_error")}
+        print(json.dumps({"seeds": seeds, "worst": worst}) if args.json
+              else f"worst over seeds {seeds}: {worst}")
+    return 0
 
 
-def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path,
-           as_json: bool) -> int:
+def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path) -> dict:
     before = whatif(plain, profiles_path, meta)
     after = whatif(synergy_run, profiles_path, meta)
     real_plain, real_syn = real(plain), real(synergy_run)
@@ -294,12 +313,7 @@ def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path,
         "real_gain_makespan": round(real_plain["makespan_h"] / real_syn["makespan_h"], 3),
         "predicted_gain_makespan": before["gain"]["makespan"],
     }
-    if as_json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k:>36}: {v}")
-    return 0
+    return out
 
 
 if __name__ == "__main__":

@@ -80,9 +80,14 @@ def _numbers(value: str, what: str) -> list[float]:
               help="Run a job at its ideal speedup only at its ideal share and at 1.0 "
               "otherwise, as the reference simulator does.")
 @click.option("--no-preempt", is_flag=True,
-              help="Running jobs keep their allocation until they end (the controller's "
-              "behaviour for jobs that may not be requeued); the paper re-plans every job "
-              "every round.")
+              help="The controller model instead of the paper's rounds: Slurm's queue, "
+              "main and backfill scheduler (every --round-seconds) and placement, with "
+              "synergy's hook and controller (a round every --round-seconds) on top; a "
+              "running job keeps its allocation until it ends. What whatif replays.")
+@click.option("--time-limit", default=0.0, show_default=True, type=click.FloatRange(0),
+              metavar="HOURS",
+              help="With --no-preempt: every job's time limit, what Slurm's backfill plans "
+              "with (0: unlimited).")
 @click.option("--requeue-budget", default=0, show_default=True, type=click.IntRange(0),
               help="With --no-preempt: running jobs restarted into idle resources per "
               "round when the gain beats --restart-cost (the controller's requeue).")
@@ -121,10 +126,12 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                  cluster_file, servers,
                  gpus_per_server, cpus_per_server, mem_per_server, policies, allocators,
                  profiles_path, static, round_seconds, restart_cost, reference_speedups,
-                 no_preempt, requeue_budget, requeue_interval, shrink_memory, mislabel,
+                 no_preempt, time_limit, requeue_budget, requeue_interval, shrink_memory,
+                 mislabel,
                  closed_loop, placement, opt_time_limit,
                  workers, fmt, out, record_trace, progress) -> None:
-    """Simulate Synergy's rounds over a trace and compare schedulers.
+    """Simulate Synergy over a trace and compare schedulers: the paper's rounds, or
+    (--no-preempt) the controller model on Slurm.
 
     Every policy x allocator (x load) combination runs over the same trace through the
     same scheduling core the controller uses. Examples:
@@ -179,8 +186,10 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     if mislabel:
         workload = replace(workload, mislabel=_mislabel(mislabel, profiles))
     site = cluster_option_value(cluster_file)
+    pools = ()
     if site is not None:
         cluster = site.cluster_state()
+        pools = site.pools() if no_preempt else ()
     else:
         cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
                                        mem_per_server)
@@ -192,7 +201,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                          opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
                          requeue_budget=requeue_budget if no_preempt else 0,
                          requeue_interval_s=requeue_interval, placement=placement,
-                         shrink_memory=shrink_memory,
+                         shrink_memory=shrink_memory, pools=pools,
+                         default_time_limit_s=time_limit * 3600,
                          usage=UsageRule() if closed_loop else None)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None

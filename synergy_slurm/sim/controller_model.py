@@ -80,9 +80,8 @@ class _Run:
     def fair(self) -> PerGpu:
         return self.pool.cluster.fair
 
-    @property
-    def limit_s(self) -> float:
-        return self.trace.time_limit_s or UNLIMITED_S
+    limit_s: float = UNLIMITED_S   # its time limit, what Slurm's backfill plans with
+    total_s: float = 0.0           # its whole run at the proportional share
 
     def speed(self, share: PerGpu) -> float:
         if self.trace.fixed_s:
@@ -246,7 +245,9 @@ class _Model:
             work = tj.iterations * 0.001
         run = _Run(tj, pool, prof, true if true is not prof else None, work,
                    0.0 if tj.fixed_s else tj.startup_s, tj.share or fair,
-                   eligible_at=max(tj.arrival, tj.eligible or 0.0))
+                   eligible_at=max(tj.arrival, tj.eligible or 0.0),
+                   limit_s=tj.time_limit_s or self.cfg.default_time_limit_s or UNLIMITED_S,
+                   total_s=work + tj.startup_s)
         self.seen.append(run)
         servers = pool.of_type(tj.gpu_type or None).servers
         if not self._could_run(run):
@@ -330,11 +331,12 @@ class _Model:
         tj = run.trace
         work, debt = run.done_by(t) if run.alloc is not None else (run.work_s, run.debt_s)
         elapsed = t - run.run_start if run.alloc is not None else 0.0
-        remaining = (max(0.0, tj.time_limit_s - elapsed) if tj.time_limit_s
+        remaining = (max(0.0, run.limit_s - elapsed) if run.limit_s < UNLIMITED_S
                      else work + debt)
         cap = self.caps.get((tj.model, tj.user))
         return JobSpec(tj.job_id, tj.gpus, submitted=tj.arrival,
-                       duration_s=tj.time_limit_s or run.work_s, remaining_s=remaining,
+                       duration_s=run.limit_s if run.limit_s < UNLIMITED_S else run.total_s,
+                       remaining_s=remaining,
                        attained_s=max(0.0, t - run.start) if run.start is not None else 0.0,
                        profile=run.profile, profile_key=tj.model, user=tj.user,
                        priority=0 if run.held else tj.priority, limit=cap,

@@ -100,8 +100,10 @@ class SimConfig:
     hold_known: bool = True
     hold_unknown: bool = True
     # With preemptive=False: the order of Slurm's queue ("": ``policy``, which is also the
-    # order of the controller's plan).
+    # order of the controller's plan), and the time limit of trace jobs without one (0:
+    # unlimited).
     slurm_order: str = ""
+    default_time_limit_s: float = 0.0
     # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
     placement: str | None = None
     # Resources held at given times whatever the scheduler does (a history's jobs without

@@ -218,3 +218,33 @@ def test_expedited_requeue_and_the_requeue_delay(slurm_cli, tmp_path, release):
     expect({"22.05": "rejected", "24.11": "rejected", "26.05": "at once"}, release,
            fast if isinstance(fast, str) else "at once" if fast < plain - 5 else
            f"{fast:.0f} s")
+
+
+def test_where_cons_tres_puts_gpu_jobs(slurm_cli, tmp_path, release):
+    """What the replay's placement (core.ledger "fullest", core.backfill) assumes: a
+    --gpus=N job goes whole to the node with the fewest free GPUs that holds it, and is
+    spread over several when none does (with --cpus-per-gpu too), while a --gres=gpu:k
+    job asks per node and waits for a node with k free."""
+    hold = "sleep 120"
+
+    def run(*opts: str) -> int:
+        return submit(slurm_cli, hold, *opts, "-o", "/dev/null", tmp=tmp_path)
+
+    fillers = {node: run(f"--gpus={gpus}", "-w", node)
+               for node, gpus in {"n1": 6, "n2": 6, "n3": 8, "n4": 8}.items()}
+    for jid in fillers.values():
+        wait_for(slurm_cli, jid, {"RUNNING"})
+    per_node = run("--gres=gpu:4", "-N1")          # 2 free on n1 and n2: no node has 4
+    time.sleep(7)                                   # past a scheduler pass
+    waits = SlurmReader(slurm_cli).job_fields(per_node).get("JobState")
+    slurm_cli.run("scancel", [str(per_node)])
+    spread = run("--gpus=4", "--cpus-per-gpu=2", "--mem-per-gpu=1000")
+    spread_on = wait_for(slurm_cli, spread, {"RUNNING"})["NodeList"]
+    slurm_cli.run("scancel", [str(spread), str(fillers["n4"]), str(fillers["n1"])])
+    time.sleep(2)
+    refill = run("--gpus=6", "-w", "n1")            # free now: n1 2, n4 8
+    wait_for(slurm_cli, refill, {"RUNNING"})
+    best = run("--gpus=2")
+    best_on = wait_for(slurm_cli, best, {"RUNNING"})["NodeList"]
+    expect({r: ("PENDING", "n[1-2]", "n1") for r in ("22.05", "24.11", "26.05")}, release,
+           (waits, spread_on, best_on))
