@@ -58,6 +58,10 @@ def slurm_cluster(request):
                       accounting=True)
     devcluster.down(devcluster.existing_spec(TEST_CLUSTER_DIR))  # leftovers of a broken run
     seconds, spec = devcluster.up(spec, install=True, timeout_s=90)
+    # The Unix user first: slurmctld maps an association to its user's uid when the
+    # association is added, so one added for a user that did not exist yet never matches
+    # (its jobs: "Invalid account or account/partition combination specified").
+    created = _ensure_user(UNPRIVILEGED_USER)
     devcluster.add_user(spec, UNPRIVILEGED_USER)
     version = devcluster.release_info(spec).get("version")
     msg = (f"dev cluster: Slurm {version}, 4 nodes idle {seconds:.2f} s after start "
@@ -71,6 +75,8 @@ def slurm_cluster(request):
     yield spec
     os.environ["PATH"] = path
     devcluster.down(spec)
+    if created:
+        _remove_user(UNPRIVILEGED_USER)
 
 
 def slurm_section(spec) -> str:
@@ -102,11 +108,26 @@ UNPRIVILEGED_USER = "synergy-t-user"
 @pytest.fixture(scope="session")
 def unprivileged_user():
     """A user without privileges (created for the session, removed at its end if the
-    session created it)."""
-    import subprocess
-
-    created = subprocess.run(["useradd", "-M", UNPRIVILEGED_USER],
-                             capture_output=True).returncode == 0
+    session created it; the cluster's fixture creates it first where Slurm is used)."""
+    created = _ensure_user(UNPRIVILEGED_USER)
     yield UNPRIVILEGED_USER
     if created:
-        subprocess.run(["userdel", UNPRIVILEGED_USER], capture_output=True, check=False)
+        _remove_user(UNPRIVILEGED_USER)
+
+
+def _ensure_user(name: str) -> bool:
+    """Create the Unix user ``name`` unless it exists; whether this call created it."""
+    import pwd
+    import subprocess
+
+    try:
+        pwd.getpwnam(name)
+        return False
+    except KeyError:
+        return subprocess.run(["useradd", "-M", name], capture_output=True).returncode == 0
+
+
+def _remove_user(name: str) -> None:
+    import subprocess
+
+    subprocess.run(["userdel", name], capture_output=True, check=False)

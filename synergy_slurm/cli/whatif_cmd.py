@@ -156,6 +156,12 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
             raise click.BadParameter("give three non-negative percentages",
                                      param_hint="--assume-mix")
     profiles = _profiles(cfg, profiles_path)
+    unknown = sorted({r.key for r in parsed_rules if r.key not in profiles})
+    if unknown:
+        raise click.BadParameter(
+            f"no profile named {', '.join(unknown)} (known: {', '.join(sorted(profiles))});"
+            " import it (synergy profile import) or name another",
+            param_hint="--rule / [whatif] rules")
     cli = SlurmCLI.for_config(cfg.slurm, timeout_s=max(cfg.slurm.timeout_s, 300))
     raw, source, export_time = _history(export, start, end, cli)
     try:
@@ -163,6 +169,10 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     except ParseError as exc:
         raise BadInput(f"{source}: {exc}") from None
     reasons = dict(Counter(s.reason for s in skipped))
+    if not history and skipped:
+        raise BadInput(f"{source}: none of its {len(skipped)} records could be read: " +
+                       "; ".join(f"{n} {why}" for why, n in
+                                 sorted(reasons.items(), key=lambda kv: -kv[1])[:5]))
     site = cluster_option_value(cluster_file)
     release = None
     if site is not None:
@@ -209,6 +219,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                         "startup_s": startup_seconds,
                         "default_time_limit_min": default_time_limit or "unlimited"})
     if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
         for path in report.write_html(doc, outcome, report_dir / "report.html"):
             click.echo(f"wrote {path}", err=True)
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))

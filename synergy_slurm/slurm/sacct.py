@@ -164,28 +164,29 @@ def _tres_json(items: Any) -> dict[str, float]:
 
 # -- text --------------------------------------------------------------------------------
 def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
-    """``sacct -a -X -P -o JobIDRaw,...`` (:data:`PRIORITY_FIELDS` or :data:`TEXT_FIELDS`,
-    told by the header line), or :data:`TEXT_FIELDS` without a header (``-n``)."""
+    """``sacct -a -X -P -o ...``: with a header line (``-n`` not given), the fields in any
+    order, :data:`TEXT_FIELDS` required (``JobID`` may stand for ``JobIDRaw``), any of
+    :data:`OPTIONAL_FIELDS` read, other columns ignored; without one, :data:`TEXT_FIELDS`
+    in that order."""
     out: list[HistoryJob] = []
     skipped: list[Skipped] = []
-    fields = TEXT_FIELDS
-    n = len(fields)
+    fields: tuple[str, ...] = TEXT_FIELDS
+    first = True
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         f = line.split("|")
-        if not out and not skipped and not f[0][:1].isdigit():
-            extra = f[len(TEXT_FIELDS):]
-            if (f[:len(TEXT_FIELDS)] != list(TEXT_FIELDS) or len(set(extra)) != len(extra)
-                    or not set(extra) <= set(OPTIONAL_FIELDS)):
-                raise ParseError(f"sacct text has fields {','.join(f)[:200]}; expected "
-                                 f"-o {','.join(PRIORITY_FIELDS)}")
-            fields = tuple(f)
-            n = len(fields)
-            continue
-        # A comment may itself hold '|': the fields after it are counted from the end.
-        if len(f) > n:
-            f = [*f[:5], "|".join(f[5:len(f) - (n - 6)]), *f[len(f) - (n - 6):]]
+        if first:
+            first = False
+            if {"JobID", "JobIDRaw", "Submit"} & {x.strip() for x in f} or \
+                    not f[0][:1].isdigit():
+                fields = _header(f)
+                continue
+        n = len(fields)
+        if len(f) > n and "Comment" in fields:
+            # A comment may itself hold '|': its extra pieces are joined back.
+            c, extra = fields.index("Comment"), len(f) - n
+            f = [*f[:c], "|".join(f[c:c + extra + 1]), *f[c + extra + 1:]]
         if len(f) != n:
             skipped.append(Skipped(f"line {lineno}", f"{len(f)} fields, expected {n}"))
             continue
@@ -196,9 +197,23 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
     return out, skipped
 
 
+def _header(names: list[str]) -> tuple[str, ...]:
+    """The columns a header line names, ``JobID`` read as ``JobIDRaw``; a header that lacks
+    a required field is refused, naming what is missing."""
+    cols = tuple("JobIDRaw" if n == "JobID" and "JobIDRaw" not in names else n
+                 for n in (x.strip() for x in names))
+    missing = [n for n in TEXT_FIELDS if n not in cols]
+    if missing or len(set(cols)) != len(cols):
+        why = (f"lacks {','.join(missing)}" if missing else "names a field twice")
+        raise ParseError(f"sacct text header {','.join(names)[:200]} {why}; export with "
+                         f"-o {','.join(PRIORITY_FIELDS)}")
+    return cols
+
+
 def _job_from_text(r: dict[str, str]) -> HistoryJob:
     if not r["JobIDRaw"].isdigit():
-        raise ValueError(f"job id {r['JobIDRaw']!r} is not a number")
+        raise ValueError(f"job id {r['JobIDRaw']!r} is not a number (an array task or a "
+                         "het component as JobID shows them: export JobIDRaw)")
     submit = _time(r["Submit"])
     if submit is None:
         raise ValueError("no submit time")

@@ -44,6 +44,8 @@ FIXED_STATES = frozenset({"TIMEOUT", "FAILED", "CANCELLED", "NODE_FAIL", "OUT_OF
                           "PREEMPTED", "DEADLINE", "BOOT_FAIL"})
 # An eligible time this much after the submission is a wait the job asked for.
 ASKED_WAIT_S = 1.0
+# No Slurm history is older than this (2000-01-01): an earlier time is a broken clock.
+PLAUSIBLE_SINCE = 946_684_800.0
 _RULE = re.compile(r"^(\w+):(.+)=([^=]+)$")
 
 
@@ -132,6 +134,9 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
                   "replayed, from the first submission"] += n_records - len(history)
     turn = dict.fromkeys(CLASSES, 0)
     for job in sorted(history, key=lambda j: (j.submit, j.job_id)):
+        if not PLAUSIBLE_SINCE <= job.submit <= end + 86400:
+            out.notes[f"submitted in {_year(job.submit)}, outside the window's time: check "
+                      "the export's clock and -S/-E"] += 1
         if job.start is None:
             out.left_out["never started (" + (job.state.lower() or "unknown") + ")"] += 1
             continue
@@ -219,6 +224,10 @@ def _key(job: HistoryJob, tags: Mapping[str, str], profiles: Mapping[str, Profil
         if rule.matches(job) and rule.key in profiles:
             return rule.key, "rule"
     return None, "unknown"
+
+
+def _year(t: float) -> int:
+    return 1970 + int(t // (365.2425 * 86400))
 
 
 def _occupancy(job: HistoryJob, finish: float, t0: float, servers: Sequence[str]

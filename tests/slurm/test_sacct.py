@@ -107,7 +107,7 @@ def test_bad_json_records_are_skipped_with_reasons():
 @pytest.mark.parametrize("raw, message", [
     ('{"jobs": [{"job_id": 1, ', "not JSON"),
     ('{"meta": {}}', "no 'jobs' list"),
-    ("JobID|User\n1|root\n", "expected -o"),
+    ("JobID|User\n1|root\n", "lacks Account,Partition"),
 ])
 def test_unreadable_documents_say_why(raw, message):
     with pytest.raises(ParseError, match=message):
@@ -126,7 +126,8 @@ def test_bad_text_lines_are_skipped_with_reasons():
     assert [j.comment for j in jobs] == ["synergy:profile=res18", "a|b|c"]
     assert [s.reason for s in skipped] == [
         f"3 fields, expected {len(TEXT_FIELDS)}", "time 'yesterday' is not ISO 8601",
-        "job id '1_[0-3]' is not a number"]
+        "job id '1_[0-3]' is not a number (an array task or a het component as JobID "
+        "shows them: export JobIDRaw)"]
 
 
 def test_time_limits_and_admin_comments_are_read_in_both_forms():
@@ -153,3 +154,16 @@ def test_time_limits_and_admin_comments_are_read_in_both_forms():
     rec["time"]["limit"] = {"set": False, "infinite": True, "number": 0}
     (job, *_), _ = parse_history(json.dumps({"jobs": [rec]}))
     assert job.time_limit_s is None
+
+
+def test_a_header_in_any_order_with_jobid_and_extra_columns_is_read():
+    """What an admin's own sacct -o gives: the fields in another order, JobID instead of
+    JobIDRaw, a column synergy does not use; the same jobs come out."""
+    lines = (FIXTURES / "sacct_22.05.8.txt").read_text().splitlines()
+    want, _ = parse_history("\n".join(lines))
+    names = lines[0].split("|")
+    order = list(reversed(range(len(names))))
+    rows = [["|".join(r.split("|")[i] for i in order) + "|00:00:42"] for r in lines[1:] if r]
+    header = "|".join(["JobID" if names[i] == "JobIDRaw" else names[i] for i in order])
+    got, skipped = parse_history("\n".join([header + "|Elapsed", *(r[0] for r in rows)]))
+    assert skipped == [] and got == want

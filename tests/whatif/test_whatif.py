@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from synergy_slurm.cli.main import main
 from synergy_slurm.core import ClusterState, PerGpu, Resources, Server
 from synergy_slurm.core.pools import Pool
-from synergy_slurm.slurm.sacct import HistoryJob, parse_history
+from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, HistoryJob, parse_history
 from synergy_slurm.whatif import HistoryError, Rule, build_replay
 from synergy_slurm.whatif.replay import Controller, run
 
@@ -314,3 +314,25 @@ def _whatif_history(tmp_path, hist, *args):
     res = whatif("--from", str(path), *args, "--round-seconds", "5", "--format", "json")
     assert res.exit_code == 0, res.output
     return json.loads(res.output.strip().splitlines()[-1])
+
+
+def test_whatif_says_what_is_wrong_before_it_replays(tmp_path):
+    src = str(FIXTURES / "sacct_22.05.8.json")
+    res = whatif("--from", src, "--servers", "4", "--rule", "name:x=nosuchkey")
+    assert res.exit_code == 2 and "no profile named nosuchkey" in res.output
+    deep = tmp_path / "a" / "b"
+    res = whatif("--from", src, "--servers", "4", "--report", str(deep))
+    assert res.exit_code == 0, res.output
+    assert (deep / "report.html").exists()
+    junk = tmp_path / "junk.txt"
+    junk.write_text("|".join(("JobIDRaw", *PRIORITY_FIELDS[1:])) + "\n" +
+                    "\n".join(f"{i}|a|b" for i in range(3)))
+    res = whatif("--from", str(junk), "--servers", "4")
+    assert res.exit_code == 2 and "none of its 3 records could be read: 3 3 fields" in \
+        res.output
+
+
+def test_times_outside_any_plausible_window_are_noted(paper_profiles):
+    early = replace(hjob(1), submit=10.0, eligible=10.0, start=20.0, end=3620.0)
+    rp = build_replay([early, hjob(2)], paper_profiles, pools("n1"))
+    assert any("submitted in 1970" in n for n in rp.notes)
