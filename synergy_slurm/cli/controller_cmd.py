@@ -71,7 +71,9 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
 
     rc = ctl.run(stop, once=once, on_round=show)
     if rc:
-        raise SystemExit(rc)
+        if once and fmt == "json":
+            click.echo(json.dumps({"error": ctl.last_error}))
+        raise Failed(f"the round failed: {ctl.last_error}")
 
 
 @click.command("status")

@@ -123,6 +123,7 @@ class Controller:
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
+        self.last_error: str | None = None   # why the last round failed, for --once
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple | None = None
         self._owners: dict[str, str] = {}
@@ -587,13 +588,19 @@ class Controller:
             except Exception as exc:  # one bad round must not end the daemon
                 failures += 1
                 wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** failures)
+                self.last_error = str(exc) or type(exc).__name__
+                if not isinstance(exc, RoundFailed):
+                    self.metrics.errors.labels("internal").inc()
+                if once:     # a failed round: exit 1 (2 is for bad input), no retry
+                    if isinstance(exc, RoundFailed):
+                        log.error("round failed: %s", exc)
+                    else:
+                        log.exception("round crashed")
+                    return 1
                 if isinstance(exc, RoundFailed):
                     log.warning("round failed (%s); next try in %.0f s", exc, wait)
                 else:
-                    self.metrics.errors.labels("internal").inc()
                     log.exception("round crashed; next try in %.0f s", wait)
-                if once:
-                    return 2
             if once:
                 break
             stop.wait(wait)

@@ -152,3 +152,31 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(path, args, tmp_path, 
     assert tree(work) == before
     assert not Path("/proc/nope").exists() and not (work / "typo").exists()
     assert not os.path.exists(f"{work}/missing.db")
+
+
+def test_a_round_that_cannot_reach_slurm_fails_with_1_and_says_why(tmp_path):
+    """--once with Slurm unreachable: exit 1 (2 is for bad input), no "next try" for a
+    retry that will not come, and with --format json a JSON error."""
+    import json
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for cmd in ("scontrol", "squeue", "sinfo", "sacctmgr"):
+        (bindir / cmd).write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to "
+                                  "contact slurm controller' >&2\nexit 1\n")
+        (bindir / cmd).chmod(0o755)
+    cfg = tmp_path / "synergy.toml"
+    cfg.write_text(f'[slurm]\nbindir = "{bindir}"\n[controller]\n'
+                   f'state_db = "{tmp_path}/state.db"\naudit_log = "{tmp_path}/audit.jsonl"\n')
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+
+    res = CliRunner().invoke(main, ["controller", "run", "--once", "--dry-run", "--config",
+                                    str(cfg)])
+    assert res.exit_code == 1 and "Unable to contact slurm controller" in res.output
+    assert "next try" not in res.output
+    res = CliRunner().invoke(main, ["controller", "run", "--once", "--dry-run", "--config",
+                                    str(cfg), "--format", "json"])
+    assert res.exit_code == 1
+    assert "Unable to contact" in json.loads(res.stdout.splitlines()[0])["error"]
