@@ -8,18 +8,19 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState
 from ..core.ledger import PLACEMENTS
 from ..core.usage import UsageRule
-from ..sim.engine import SimConfig
+from ..sim.engine import SimConfig, SimulationCapped
 from ..sim.metrics import summary_row
 from ..sim.report import write_results
 from ..sim.runner import Run, Workload, plan_runs, run_all
 from ..sim.trace import TraceError, read_trace, write_trace
-from .errors import BadInput, writable_dir, writable_file
+from .errors import BadInput, Failed, writable_dir, writable_file
 from .options import check_server, cluster_option_value, csv_list, profiles_option_value
 
 COLUMNS = ("policy", "allocator", "load", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h",
@@ -209,9 +210,13 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     runs = plan_runs(pols, allocs, load_list)
     show = sys.stderr.isatty() if progress is None else progress
     per_run = len(workload.jobs) if workload.jobs is not None else workload.count
-    bar = click.progressbar(length=per_run * len(runs), label="simulating", file=sys.stderr,
-                            show_pos=False, show_percent=True, show_eta=True,
-                            item_show_func=lambda x: x) if show else None
+    bar: Any = None
+    if show and sys.stderr.isatty():
+        bar = click.progressbar(length=per_run * len(runs), label="simulating",
+                                file=sys.stderr, show_pos=False, show_percent=True,
+                                show_eta=True, item_show_func=lambda x: x)
+    elif show:     # off a terminal (a log, a batch job): a line every tenth
+        bar = LineProgress(per_run * len(runs), "simulating")
     state = {"base": 0, "last": 0}
 
     def on_round(now: float, finished: int) -> None:
@@ -232,6 +237,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     try:
         results = run_all(runs, workload, profiles, base, workers=workers, done=done,
                           on_round=on_round if workers == 1 else None)
+    except SimulationCapped as exc:
+        raise Failed(str(exc)) from None
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -247,6 +254,26 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         write_trace(record_trace, jobs)
         click.echo(f"wrote {record_trace} ({len(jobs)} jobs)", err=True)
     _print(rows, fmt)
+
+
+class LineProgress:
+    """click's progress bar's calls, printed as a line per tenth of the work on stderr."""
+
+    def __init__(self, length: int, label: str) -> None:
+        self.length, self.label, self.pos, self.shown = max(1, length), label, 0, -1
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *_) -> None:
+        return None
+
+    def update(self, n: int, item: str = "") -> None:
+        self.pos += n
+        tenth = min(10, self.pos * 10 // self.length)
+        if tenth > self.shown:
+            self.shown = tenth
+            click.echo(f"{self.label}: {tenth * 10}% {item}".rstrip(), err=True)
 
 
 def _mislabel(text: str, profiles) -> tuple[float, str]:

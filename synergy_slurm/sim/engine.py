@@ -193,13 +193,25 @@ def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config:
     """Run the trace (sorted by arrival; may be endless when a window is given) to the end:
     every job finished, or every job of the window finished."""
     if config.preemptive:
-        return _simulate_rounds(trace, profiles, config, on_round, max_rounds)
-    started = time.perf_counter()
-    res = simulate_controller(trace, profiles, config, on_round, max_rounds)
-    results = [JobResult(r.trace.job_id, r.trace.model, r.trace.gpus, r.trace.arrival,
-                         r.start, r.finish, r.restarts) for r in res.runs]
-    return SimResult(config, results, res.passes, res.end_s, time.perf_counter() - started,
-                     res.utilisation)
+        out = _simulate_rounds(trace, profiles, config, on_round, max_rounds)
+    else:
+        started = time.perf_counter()
+        res = simulate_controller(trace, profiles, config, on_round, max_rounds)
+        results = [JobResult(r.trace.job_id, r.trace.model, r.trace.gpus, r.trace.arrival,
+                             r.start, r.finish, r.restarts) for r in res.runs]
+        out = SimResult(config, results, res.passes, res.end_s,
+                        time.perf_counter() - started, res.utilisation)
+    left = [j for j in out.jobs if j.finish is None and j.start is not None]
+    if out.rounds >= max_rounds and left:
+        raise SimulationCapped(
+            f"the simulation stopped at its cap of {max_rounds:,} rounds with {len(left)} "
+            f"jobs still running (e.g. job {left[0].job_id}, started at "
+            f"{left[0].start / 3600:.0f} h): a trace that long needs longer rounds")
+    return out
+
+
+class SimulationCapped(ValueError):
+    """A run that reached its round cap before its jobs ended: no result to report."""
 
 
 def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],

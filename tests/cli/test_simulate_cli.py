@@ -91,3 +91,18 @@ def test_plan_command_compares_allocators(run):
     rows = json.loads(res.stdout)
     assert [r["allocator"] for r in rows] == ["proportional", "tune", "opt"]
     assert rows[2]["bound"] >= rows[2]["total_speedup"] >= rows[0]["total_speedup"]
+
+
+def test_progress_off_a_terminal_prints_lines(tmp_path):
+    """--progress where stderr is a file (a log, a batch job): a line per tenth, not a
+    bar that prints only its label."""
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+
+    res = CliRunner().invoke(main, ["simulate", "--generate", "philly", "--jobs-per-hour",
+                                    "4", "--jobs", "300", "--window", "100,199",
+                                    "--servers", "4", "--allocator", "tune", "--progress"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("simulating:")]
+    assert lines[-1].startswith("simulating: 100%") and len(lines) >= 3

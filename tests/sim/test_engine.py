@@ -181,3 +181,12 @@ def test_the_closed_loop_caps_a_users_mislabelled_key(paper_profiles):
     assert cores_at(off, 3600) == 36 and cores_at(on, 3600) == 12 + 6 + 12
     # Mislabelled jobs run as what they are: gnmt's speed, whatever they were given.
     assert [j.finish for j in off.jobs][:1] == [j.finish for j in on.jobs][:1]
+
+
+def test_a_run_that_hits_its_round_cap_is_an_error_not_an_empty_result():
+    from synergy_slurm.sim.engine import SimulationCapped
+
+    # (The controller model steps from event to event: one long job is a few steps.)
+    trace = [TraceJob(0, "m", 0, 10_000, 1)]
+    with pytest.raises(SimulationCapped, match="cap of 5 rounds with 1 jobs"):
+        simulate(trace, {"m": flat()}, SimConfig(ONE_GPU, round_s=1.0), max_rounds=5)
