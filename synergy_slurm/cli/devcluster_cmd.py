@@ -32,7 +32,8 @@ SLURM_OPTION = click.option(
 CLUSTER_OPTION = click.option(
     "--cluster", "cluster", metavar="FILE|NAME", default=None,
     help="A cluster description (node kinds and partitions, docs/dev-cluster.md) instead of "
-    f"--nodes of the paper's servers; shipped: {', '.join(shipped_sites())}.")
+    "the paper's 8-GPU servers (24 cores, 500 GB, one partition gpu); shipped: "
+    f"{', '.join(shipped_sites())}.")
 
 
 CACHE_OPTION = click.option(

@@ -75,7 +75,8 @@ class Boundary:
             sys.exit(EXIT_FAILED)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx else "synergy"
-            _fail(f"{exc.format_message()} (see '{where} --help')", EXIT_BAD_INPUT)
+            helps = exc.ctx.help_option_names if exc.ctx else ["--help"]
+            _fail(f"{exc.format_message()} (see '{where} {helps[0]}')", EXIT_BAD_INPUT)
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
         except Exception as exc:

@@ -313,7 +313,9 @@ def _show_profile(key: str, got) -> None:
 def list_cmd(config_path, store_path) -> None:
     """The keys in the store (none, and a note, when there is no store yet)."""
     path = _store_path(config_path, store_path)
-    if not path.exists() and not store_path:
+    if not path.exists():
+        if store_path and not path.parent.is_dir():     # a typo, not a store not made yet
+            raise BadInput(f"--store {path}: directory {path.parent} does not exist")
         click.echo(f"no profile store at {path} yet (synergy profile import/run fill it)",
                    err=True)
         return

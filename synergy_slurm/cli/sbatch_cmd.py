@@ -37,7 +37,7 @@ from ..hook.sbatch_args import (
     script_index,
 )
 from ..templates import TemplateError, available, find, parse_template, parse_vars
-from ..vocabulary import KEY_RE
+from ..vocabulary import KEY_RE, MB_PER_GB
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
@@ -49,13 +49,19 @@ SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
 
 
 def dataset_gb(text: str) -> float:
-    """``120G``, ``500M``, ``1.5T`` or a plain number of GB."""
+    """``120G``, ``500M``, ``1.5T`` in Slurm's binary units (as ``--mem`` takes them:
+    1G = 1024M), or a plain number of synergy's GB (1000 of Slurm's MB, the unit of
+    profiles and of ``DefMemPerGPU=62500`` as 62.5 GB)."""
     m = SIZE_RE.match(text.strip())
     if not m:
         raise click.BadParameter(f"expected a size like 120G or 500M, got {text!r}",
                                  param_hint="--dataset-size")
-    scale = {"": 1, "K": 1e-6, "M": 1e-3, "G": 1, "T": 1000}[m.group(2).upper()]
-    value = float(m.group(1)) * scale
+    unit = m.group(2).upper()
+    if unit:
+        mb = float(m.group(1)) * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2}[unit]
+        value = mb / MB_PER_GB
+    else:
+        value = float(m.group(1))
     if value <= 0:
         raise click.BadParameter("must be positive", param_hint="--dataset-size")
     return value

@@ -180,3 +180,17 @@ def test_a_round_that_cannot_reach_slurm_fails_with_1_and_says_why(tmp_path):
                                     str(cfg), "--format", "json"])
     assert res.exit_code == 1
     assert "Unable to contact" in json.loads(res.stdout.splitlines()[0])["error"]
+
+
+def test_help_and_notes_say_what_the_commands_do(tmp_path):
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+    from synergy_slurm.cli.sbatch_cmd import main as sbatch_main
+
+    demo_help = CliRunner().invoke(main, ["demo", "--help"]).output
+    assert "--nodes" not in demo_help          # the demo has no --nodes
+    res = CliRunner().invoke(main, ["profile", "list", "--store", str(tmp_path / "x.db")])
+    assert res.exit_code == 0 and "no profile store" in res.output
+    res = CliRunner().invoke(sbatch_main, ["--profile-key", "bad key!", "x.sh"])
+    assert res.exit_code == 2 and "synergy-sbatch --synergy-help" in res.output

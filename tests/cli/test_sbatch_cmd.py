@@ -34,7 +34,10 @@ def test_argv_keeps_sbatch_options_and_merges_the_comment():
         "sbatch", "--comment=synergy:off", "job.sh"]
     assert build_argv("sbatch", ["--wrap=hostname"], None, None, False, False) == [
         "sbatch", "--wrap=hostname"]
-    assert dataset_gb("500M") == pytest.approx(0.5) and dataset_gb("1.5T") == 1500
+    # Slurm's binary units, in synergy's GB of 1000 MB: 1.5T is 1,572,864 MB.
+    assert dataset_gb("500M") == pytest.approx(0.5)
+    assert dataset_gb("1.5T") == pytest.approx(1572.864)
+    assert dataset_gb("120G") == pytest.approx(122.88) and dataset_gb("80") == 80
 
 
 @pytest.mark.parametrize("args, index", [

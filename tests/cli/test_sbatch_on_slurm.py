@@ -65,7 +65,8 @@ def test_synergy_options_reach_slurm_and_the_hook(sbatch, slurm_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     a = int(res.stdout.strip())
     fa = wait_for(slurm_cli, a, {"COMPLETED"})
-    assert fa["Comment"] == "synergy:profile=res18 synergy:dataset-gb=120 synergy:requeue-ok"
+    assert fa["Comment"] == ("synergy:profile=res18 synergy:dataset-gb=122.88 "
+                             "synergy:requeue-ok")
     assert fa["Requeue"] == "1" and per_gpu(fa, "CpusPerTres") == 9
     # The script's own arguments reach it unchanged, even one spelled like an option.
     assert "cpus=9 args=--comment x" in wait_file(tmp_path / "a.out", "cpus=")
