@@ -120,7 +120,7 @@ class SlurmSection(_Checked):
 
     def problems(self) -> list[str]:
         out: list[str] = []
-        _range(out, "timeout_s", self.timeout_s, 0, 3600, lo_open=True)
+        _range(out, "timeout_s", self.timeout_s, 1, 3600)
         if self.reader not in ("auto", "json", "pyslurm"):
             out.append(f"reader = {self.reader!r}: choose auto, json or pyslurm")
         if self.bindir and not self.bindir.startswith("/"):
@@ -141,14 +141,19 @@ class HookSection(_Checked):
 
     def problems(self) -> list[str]:
         out: list[str] = []
-        if not self.dir:
-            out.append("dir: must name the directory of slurm.conf")
+        if not self.dir.startswith("/"):
+            out.append(f"dir = {self.dir!r}: must be the absolute directory of slurm.conf "
+                       "(slurmctld loads job_submit.lua from there)")
         if not self.partitions:
             out.append("partitions: give at least one partition")
         out += [f"partitions: bad partition name {p!r}" for p in self.partitions
                 if not NAME_RE.match(p)]
         if not NAME_RE.match(self.default_partition):
             out.append(f"default_partition = {self.default_partition!r}: not a partition name")
+        elif self.partitions and self.default_partition not in self.partitions:
+            out.append(f"default_partition = {self.default_partition!r}: not one of "
+                       f"partitions ({', '.join(self.partitions)}); the hook would leave jobs "
+                       "without -p unmanaged")
         out += [f"optout_users: bad user name {u!r}" for u in self.optout_users
                 if not NAME_RE.match(u)]
         _range(out, "max_age_s", self.max_age_s, 2, 86400)
@@ -363,7 +368,7 @@ def _build(doc: dict[str, Any], path: str) -> tuple[Config | None, list[str]]:
         if section is not None:
             built[name] = section
     if problems:
-        return None, problems
+        return None, list(dict.fromkeys(problems))      # each problem once
     return Config(**built, path=path), []
 
 
@@ -389,13 +394,17 @@ def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
         else:
             ok = isinstance(val, str)
         if not ok:
-            problems.append(f"{key} = {val!r} has the wrong type "
-                            f"(expected {type(default).__name__})")
+            problems.append(f"{key} = {val!r} has the wrong type (expected "
+                            f"{_TYPE_WORDS.get(type(default), type(default).__name__)})")
             continue
         kwargs[key] = val
     section, more = _make(cls, kwargs)
     problems += more
     return (None if problems else section), problems
+
+
+_TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number",
+               tuple: "a list of strings, e.g. [\"a\", \"b\"]", str: "a string"}
 
 
 def _make(cls: type, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
@@ -407,6 +416,27 @@ def _make(cls: type, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
         for f in fields(cls):
             object.__setattr__(unchecked, f.name, kwargs.get(f.name, f.default))
         return None, unchecked.problems()
+
+
+def machine_problems(cfg: Config) -> list[str]:
+    """What the configuration names that this machine lacks: the profiles file, Slurm's
+    commands in ``bindir``, the hook's directory. Checked by ``synergy config check``, not
+    at load (a file may be deployed after the config)."""
+    out = []
+    prefix = f"{cfg.path}: " if cfg.path else ""
+    if cfg.profiles.file and not Path(cfg.profiles.file).is_file():
+        out.append(f"{prefix}[profiles] file = {cfg.profiles.file!r}: no such file")
+    if cfg.slurm.bindir:
+        bindir = Path(cfg.slurm.bindir)
+        if not bindir.is_dir():
+            out.append(f"{prefix}[slurm] bindir = {cfg.slurm.bindir!r}: no such directory")
+        elif not (bindir / "scontrol").exists():
+            out.append(f"{prefix}[slurm] bindir = {cfg.slurm.bindir!r}: has no scontrol")
+    if cfg.slurm.conf and not Path(cfg.slurm.conf).is_file():
+        out.append(f"{prefix}[slurm] conf = {cfg.slurm.conf!r}: no such file")
+    if not Path(cfg.hook.dir).is_dir():
+        out.append(f"{prefix}[hook] dir = {cfg.hook.dir!r}: no such directory")
+    return out
 
 
 def render_toml(cfg: Config) -> str:

@@ -89,3 +89,32 @@ def test_config_check_lists_every_problem_or_prints_the_effective_config(tmp_pat
     again.write_text(res.stdout)
     assert load_config(again) == load_config(good).__class__(
         **{**load_config(good).__dict__, "path": str(again)})
+
+
+def test_config_check_catches_what_an_admin_gets_wrong(tmp_path):
+    """Each problem once, in words an admin reads: a TOML array for a list, a default
+    partition the hook does not manage, a relative hook directory, a timeout no command
+    meets, and files the config names that this machine lacks."""
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[hook]\npartitions = "gpu"\ndefault_partition = "other"\ndir = "etc"\n'
+                   '[slurm]\ntimeout_s = 0.0001\n')
+    res = CliRunner().invoke(main, ["config", "check", "--config", str(bad)])
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+    assert res.exit_code == 2 and len(lines) == len(set(lines)) == 4
+    text = "\n".join(lines)
+    assert "expected a list of strings" in text and "expected tuple" not in text
+    assert "must be the absolute directory" in text and "timeout_s = 0.0001: must be >= 1" in text
+    bad.write_text('[hook]\npartitions = ["gpu"]\ndefault_partition = "other"\n')
+    res = CliRunner().invoke(main, ["config", "check", "--config", str(bad)])
+    assert "default_partition = 'other': not one of partitions (gpu)" in res.output
+    missing = tmp_path / "missing.toml"
+    missing.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\nfile = "{tmp_path}/p.json"\n'
+                       f'[slurm]\nbindir = "{tmp_path}"\n')
+    res = CliRunner().invoke(main, ["config", "check", "--config", str(missing)])
+    assert res.exit_code == 2
+    assert "[profiles] file" in res.output and "no such file" in res.output
+    assert "[slurm] bindir" in res.output and "has no scontrol" in res.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..config import DEFAULT_PATH, check_config, render_toml
+from ..config import DEFAULT_PATH, check_config, machine_problems, render_toml
 from .errors import EXIT_BAD_INPUT
 
 
@@ -17,10 +17,14 @@ def config() -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help=f"The file to check (default {DEFAULT_PATH}; absent means defaults).")
 def check_cmd(config_path) -> None:
-    """Check every section, key, type, name and range. Prints the effective configuration
-    (every key, defaults included) as TOML, or each problem on its own line on stderr
-    (naming file, section and key) and exits 2. Reads Slurm nothing and creates nothing."""
+    """Check every section, key, type, name and range, and that what it names exists on
+    this machine (the profiles file, slurm.conf, Slurm's commands in bindir, the hook's
+    directory). Prints the effective configuration (every key, defaults included) as
+    TOML, or each problem on its own line on stderr (naming file, section and key) and
+    exits 2. Reads Slurm nothing and creates nothing."""
     cfg, problems = check_config(config_path)
+    if cfg is not None:
+        problems = machine_problems(cfg)
     if problems:
         for p in problems:
             click.echo(f"Error: {p}", err=True)

@@ -65,6 +65,10 @@ class Profile:
             object.__setattr__(self, "ideal", self.cheapest_best_point())
         elif self.ideal.cpus < 1 or self.ideal.mem_gb <= 0:
             raise ProfileError(f"{self.key}: ideal point must be positive")
+        elif self.ideal.cpus > cg[-1] or self.ideal.mem_gb > mg[-1] + MEM_EPS:
+            raise ProfileError(f"{self.key}: ideal point {self.ideal.cpus} cores, "
+                               f"{self.ideal.mem_gb:g} GB per GPU is off the grid (at most "
+                               f"{cg[-1]:g} cores, {mg[-1]:g} GB)")
 
     # -- evaluation ---------------------------------------------------------------------
     def at(self, cpus_per_gpu: float, mem_gb_per_gpu: float) -> float:
@@ -105,7 +109,13 @@ class Profile:
     @staticmethod
     def from_dict(key: str, data: Mapping[str, Any], cpu_grid: tuple[float, ...],
                   mem_grid: tuple[float, ...]) -> Profile:
-        """One model entry of a ``model_profiles.json``-shaped file."""
+        """One model entry of a ``model_profiles.json``-shaped file; an unknown field, an
+        ideal point off the grid or a speedup that is not a positive number is an error
+        that names it (a typo must not pass as a profile)."""
+        unknown = sorted(set(data) - ENTRY_FIELDS)
+        if unknown:
+            raise ProfileError(f"{key}: unknown fields {', '.join(unknown)} (known: "
+                               f"{', '.join(sorted(ENTRY_FIELDS))})")
         try:
             tp = tuple(tuple(float(v) for v in row) for row in data["throughput"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -115,8 +125,16 @@ class Profile:
             try:
                 ideal = PerGpu(math.ceil(float(data["ideal_cpu_per_gpu"]) - MEM_EPS),
                                float(data["ideal_mem_gb_per_gpu"]))
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise ProfileError(f"{key}: bad ideal point: {exc}") from exc
+        if "speedup_at_ideal" in data:
+            try:
+                speedup = float(data["speedup_at_ideal"])
+            except (TypeError, ValueError) as exc:
+                raise ProfileError(f"{key}: bad speedup_at_ideal: {exc}") from exc
+            if not (math.isfinite(speedup) and speedup > 0):
+                raise ProfileError(f"{key}: speedup_at_ideal = {speedup:g}: must be a "
+                                   "positive number")
         gpu_type = str(data.get("gpu_type", ""))
         if gpu_type and (not GPU_TYPE_RE.match(gpu_type) or
                          key != profile_slot(key.rsplit("@", 1)[0], gpu_type)):
@@ -152,6 +170,13 @@ class Profile:
     def slot(self) -> str:
         """Its name among profiles: the key, ``KEY@TYPE`` if measured on a GPU type."""
         return profile_slot(self.key, self.gpu_type)
+
+
+# The fields of one model's entry in a profiles document (speedup_at_ideal is informative:
+# the throughput matrix is what counts).
+ENTRY_FIELDS = frozenset({"task", "ideal_cpu_per_gpu", "ideal_mem_gb_per_gpu", "throughput",
+                          "iter_time_s_at_proportional", "batch_size", "gpu_type",
+                          "speedup_at_ideal"})
 
 
 def profile_slot(key: str, gpu_type: str | None) -> str:

@@ -69,3 +69,20 @@ def test_unreadable_file_is_a_clear_error(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ProfileError, match="cannot read profiles"):
         load_profiles(bad)
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda m: m.update(ideal_cpu_per_gpu=1e9), "off the grid"),
+    (lambda m: m.update(ideal_mem_gb_per_gpu=1e6), "off the grid"),
+    (lambda m: m.update(speedup_at_ideal=-3), "speedup_at_ideal = -3: must be a positive"),
+    (lambda m: m.update(speedup_at_ideal="fast"), "bad speedup_at_ideal"),
+    (lambda m: m.update(idael_cpu_per_gpu=4), "unknown fields idael_cpu_per_gpu"),
+])
+def test_an_import_with_impossible_or_unknown_values_is_refused(paper_profiles, mutate,
+                                                                  match):
+    from synergy_slurm.core import profiles_from_doc, profiles_to_doc
+
+    doc = profiles_to_doc({"res18": paper_profiles["res18"]})
+    mutate(doc["models"]["res18"])
+    with pytest.raises(ProfileError, match=match):
+        profiles_from_doc(doc)
