@@ -39,6 +39,7 @@ the key, so a typo never silently changes behaviour.
     shrink_running_memory = true        # lower running jobs' memory to what their profile
                                         # needs where Slurm can (26.05, PrologFlags=Contain)
     metrics_port = 0                    # Prometheus metrics on this port (0: off)
+    metrics_address = "127.0.0.1"       # where they listen ("0.0.0.0": every interface)
     write_hook_table = true             # refresh the hook table every round (heartbeat)
 
     [profiling]                         # profiling jobs the controller submits (enforce)
@@ -71,6 +72,7 @@ the key, so a typo never silently changes behaviour.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -195,6 +197,7 @@ class ControllerSection(_Checked):
     requeue_budget: int = 2
     shrink_running_memory: bool = True
     metrics_port: int = 0
+    metrics_address: str = "127.0.0.1"
     write_hook_table: bool = True
     max_backoff_s: float = 300.0
 
@@ -214,6 +217,11 @@ class ControllerSection(_Checked):
         _range(out, "requeue_budget", self.requeue_budget, 0, 1000)
         if self.metrics_port != 0:
             _range(out, "metrics_port", self.metrics_port, 1, 65535)
+        try:
+            ipaddress.ip_address(self.metrics_address)
+        except ValueError:
+            out.append(f"metrics_address = {self.metrics_address!r}: an IP address, e.g. "
+                       "127.0.0.1 or 0.0.0.0")
         _range(out, "max_backoff_s", self.max_backoff_s, 0, 86400, lo_open=True)
         if not self.state_db:
             out.append("state_db: must name the state database")

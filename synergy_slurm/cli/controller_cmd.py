@@ -49,7 +49,7 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     effective = "observe" if dry_run else (mode or cfg.controller.mode)
     ctl = Controller(cfg, mode=effective)
     if cfg.controller.metrics_port and not once:
-        ctl.metrics.serve(cfg.controller.metrics_port)
+        ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
     stop = threading.Event()
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):

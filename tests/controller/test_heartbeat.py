@@ -71,3 +71,4 @@ def test_never_creates_the_hook_directory(tmp_path):
 def test_a_failed_write_is_reported(tmp_path):
     hb = Heartbeat(tmp_path / "missing-dir" / "t")
     assert hb.publish(table()) is False and hb.beats == 0
+
