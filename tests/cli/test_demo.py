@@ -35,8 +35,8 @@ def test_the_mix_is_seeded_and_shaped_as_documented():
         assert j.model in KINDS[j.kind] and 30.0 <= j.seconds <= 90.0
 
 
-def test_iterations_last_the_asked_time_at_the_proportional_share(reference_dir):
-    profiles = load_profiles(reference_dir / "model_profiles.json")
+def test_iterations_last_the_asked_time_at_the_proportional_share(profiles_path):
+    profiles = load_profiles(profiles_path)
     fair = PerGpu(3, 62.5)
     for j in demo_mix(20, 40.0, seed=1):
         p = profiles[j.model]
@@ -45,33 +45,33 @@ def test_iterations_last_the_asked_time_at_the_proportional_share(reference_dir)
                                                                  abs=per_iter)
 
 
-def _demo(demo_dir: Path, reference_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+def _demo(demo_dir: Path, profiles_path: Path, *extra: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("SLURM_CONF", None)
     return subprocess.run(
         [sys.executable, "-m", "synergy_slurm.cli.main", "demo", "--dir", str(demo_dir),
-         "--port", "16617", "--profiles", str(reference_dir / "model_profiles.json"),
+         "--port", "16617", "--profiles", str(profiles_path),
          "--slurm", TEST_SLURM, *extra],
         capture_output=True, text=True, env=env, timeout=600, check=False)
 
 
 @pytest.mark.slurm
 def test_a_directory_slurm_cannot_reach_is_refused_clearly(slurm_cluster, tmp_path,
-                                                           reference_dir):
+                                                           profiles_path):
     # pytest's tmp_path lies under a 0700 directory: munged could not open its log there.
-    res = _demo(tmp_path / "demo", reference_dir, "--jobs", "4")
+    res = _demo(tmp_path / "demo", profiles_path, "--jobs", "4")
     assert res.returncode == 1
     assert "not searchable by other users" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.slurm
 def test_the_demo_runs_both_phases_and_speeds_up_cpu_hungry_jobs(slurm_cluster, slurm_release,
-                                                                 reference_dir):
+                                                                 profiles_path):
     """The README's main command, shortened: its own cluster beside the test cluster."""
     demo_dir = Path(tempfile.mkdtemp(prefix="synergy-demo-test-", dir="/tmp"))
     demo_dir.chmod(0o755)
     try:
-        res = _demo(demo_dir, reference_dir, "--jobs", "10", "--mean-s", "20", "--seed",
+        res = _demo(demo_dir, profiles_path, "--jobs", "10", "--mean-s", "20", "--seed",
                     "2", "--format", "json")
         _check_demo(res, demo_dir, Release(*slurm_release).lowers_pending)
     finally:
@@ -104,14 +104,14 @@ def _check_demo(res: subprocess.CompletedProcess, demo_dir: Path, lowers: bool) 
 
 @pytest.mark.slurm
 def test_the_demo_on_the_mixed_cluster_with_accounting_compares_each_partition(
-        slurm_cluster, reference_dir):
+        slurm_cluster, profiles_path):
     """`synergy demo --cluster mixed --accounting`: A100 and H100 partitions and one over
     both, slurmdbd and fair-share; every job runs in its partition in both phases, and the
     comparison is printed per partition."""
     demo_dir = Path(tempfile.mkdtemp(prefix="synergy-demo-mixed-", dir="/tmp"))
     demo_dir.chmod(0o755)
     try:
-        res = _demo(demo_dir, reference_dir, "--jobs", "6", "--mean-s", "10", "--seed", "2",
+        res = _demo(demo_dir, profiles_path, "--jobs", "6", "--mean-s", "10", "--seed", "2",
                     "--cluster", "mixed", "--accounting")
         assert res.returncode == 0, res.stderr[-3000:]
         lines = [ln for ln in res.stdout.splitlines() if ln.strip().startswith("partition ")]

@@ -155,11 +155,11 @@ def test_an_unprivileged_user_submits_as_themself(slurm_cluster, slurm_cli, unpr
         cancel_all(slurm_cli)
 
 
-def test_explain_json_has_the_hook_and_controller_views(tmp_path, reference_dir, monkeypatch):
+def test_explain_json_has_the_hook_and_controller_views(tmp_path, profiles_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "synergy.toml"
     cfg.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\n'
-                   f'file = "{reference_dir / "model_profiles.json"}"\n'
+                   f'file = "{profiles_path}"\n'
                    f'store = "{tmp_path / "none.db"}"\n')
     args = ["--explain", "--format", "json", "--config", str(cfg), "--profile-key", "alexnet",
             "--gpus=1", "job.sh"]

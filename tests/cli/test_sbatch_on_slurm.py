@@ -108,10 +108,10 @@ def test_templates_on_the_cluster(sbatch, slurm_cli, tmp_path):
 
 
 def test_explain_and_dry_run_submit_nothing_and_explain_matches_the_hook(
-        sbatch, slurm_cli, slurm_cluster, tmp_path, reference_dir):
+        sbatch, slurm_cli, slurm_cluster, tmp_path, profiles_path):
     cfg = tmp_path / "synergy.toml"
     cfg.write_text(slurm_section(slurm_cluster) + f'[hook]\ndir = "{slurm_cluster.etc}"\n'
-                   f'[profiles]\nfile = "{reference_dir / "model_profiles.json"}"\n'
+                   f'[profiles]\nfile = "{profiles_path}"\n'
                    f'store = "{tmp_path / "none.db"}"\n')
     script = tmp_path / "train.sh"
     script.write_text("#!/bin/sh\n#SBATCH --gpus=2\n#SBATCH --comment=vision\nrun\n")

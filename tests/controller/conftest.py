@@ -14,10 +14,10 @@ from ..slurm.helpers import cancel_all
 
 
 @pytest.fixture
-def env(slurm_cluster, slurm_cli, tmp_path, reference_dir):
+def env(slurm_cluster, slurm_cli, tmp_path, profiles_path):
     cancel_all(slurm_cli)
     profiles = tmp_path / "profiles.json"
-    shutil.copyfile(reference_dir / "model_profiles.json", profiles)
+    shutil.copyfile(profiles_path, profiles)
     cfg_path = tmp_path / "synergy.toml"
     cfg_path.write_text(f"""
 {slurm_section(slurm_cluster)}timeout_s = 15

@@ -32,10 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def user_dir(reference_dir, unprivileged_user):
+def user_dir(profiles_path, unprivileged_user):
     work = Path(tempfile.mkdtemp(prefix="synergy-autoprofile-"))
     work.chmod(0o777)
-    shutil.copyfile(reference_dir / "model_profiles.json", work / "profiles.json")
+    shutil.copyfile(profiles_path, work / "profiles.json")
     (work / "profiles.json").chmod(0o644)
     yield work
     shutil.rmtree(work, ignore_errors=True)

@@ -45,7 +45,7 @@ def mixed(slurm_cluster, request):
 
 
 @pytest.fixture
-def env(mixed, tmp_path, reference_dir):
+def env(mixed, tmp_path, profiles_path):
     cli = devcluster.slurm_cli(mixed, timeout_s=30)
     cancel_all(cli)
     tmp_path.chmod(0o755)
@@ -54,7 +54,7 @@ def env(mixed, tmp_path, reference_dir):
                   "bindir": str(mixed.bindir) if mixed.bindir.is_dir() else ""},
         "hook": {"dir": str(mixed.etc), "partitions": ["a100", "h100", "all"],
                  "default_partition": "a100", "max_age_s": 60},
-        "profiles": {"file": str(reference_dir / "model_profiles.json"),
+        "profiles": {"file": str(profiles_path),
                      "store": str(tmp_path / "p.db")},
         "controller": {"mode": "enforce", "state_db": str(tmp_path / "s.db"),
                        "audit_log": str(tmp_path / "a.jsonl")}})

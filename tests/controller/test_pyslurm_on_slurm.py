@@ -113,7 +113,7 @@ def test_pyslurm_reads_every_kind_of_job_as_the_json_reader_does(typed_cluster, 
 
 
 def test_a_controller_round_with_pyslurm_shapes_and_releases(slurm_cluster, slurm_cli,
-                                                             tmp_path, reference_dir):
+                                                             tmp_path, profiles_path):
     """The controller run inside the root with ``[slurm] reader = "pyslurm"`` on the session
     cluster: the hook, whose table knows no profile yet, holds both jobs unshaped; the
     round says it reads with pyslurm, shapes each job to its profile (from the profiles
@@ -141,7 +141,7 @@ def test_a_controller_round_with_pyslurm_shapes_and_releases(slurm_cluster, slur
 dir = "{slurm_cluster.etc}"
 max_age_s = 60
 [profiles]
-file = "{reference_dir / 'model_profiles.json'}"
+file = "{profiles_path}"
 store = "{tmp_path}/profiles.db"
 [controller]
 mode = "enforce"

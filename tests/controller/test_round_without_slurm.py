@@ -105,11 +105,6 @@ def controller(tmp_path, paper_profiles_path, snap, mode="enforce", fail=frozens
     return ctl, writer
 
 
-@pytest.fixture
-def profiles_path(reference_dir):
-    return reference_dir / "model_profiles.json"
-
-
 def audit(tmp_path) -> list[dict]:
     return [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
 

@@ -18,13 +18,13 @@ SCALE = 0.1   # res18: the fastest step (2.4x) takes 27 ms
 
 
 def test_submitted_profile_lands_in_the_store(slurm_cluster, slurm_cli, tmp_path,
-                                              reference_dir, paper_profiles, monkeypatch):
+                                              profiles_path, paper_profiles, monkeypatch):
     cancel_all(slurm_cli)
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf_path))
     monkeypatch.chdir(tmp_path)        # sbatch writes slurm-JOBID.out where it is run
     db = tmp_path / "profiles.db"
     cmd = [sys.executable, "-m", "synergy_slurm.emulate", "--profiles",
-           str(reference_dir / "model_profiles.json"), "--model", "res18",
+           str(profiles_path), "--model", "res18",
            "--iterations", "100000", "--scale", str(SCALE)]
     res = CliRunner().invoke(main, ["profile", "run", "--submit", "--store", str(db),
                                     "--key", "emu-res18", "--max-cpus", "24", "--steps", "20",

@@ -19,21 +19,21 @@ def scale_for(prof) -> float:
     return FASTEST_STEP_S / (prof.iter_time_s / prof.best)
 
 
-def emulated(reference_dir, model: str, scale: float, iterations: int = 100000) -> list[str]:
+def emulated(profiles_path, model: str, scale: float, iterations: int = 100000) -> list[str]:
     return [sys.executable, "-m", "synergy_slurm.emulate", "--profiles",
-            str(reference_dir / "model_profiles.json"), "--model", model,
+            str(profiles_path), "--model", model,
             "--iterations", str(iterations), "--scale", str(scale)]
 
 
 @pytest.mark.parametrize("model", ["alexnet", "res50", "gnmt"])
-def test_search_recovers_the_true_curve(tmp_path, reference_dir, paper_profiles, model):
+def test_search_recovers_the_true_curve(tmp_path, profiles_path, paper_profiles, model):
     db = tmp_path / "p.db"
     prof = paper_profiles[model]
     scale = scale_for(prof)
     res = CliRunner().invoke(main, [
         "profile", "run", "--store", str(db), "--key", f"emu-{model}", "--max-cpus", "24",
         "--steps", "20", "--warmup", "3", "--format", "json", "--",
-        *emulated(reference_dir, model, scale)])
+        *emulated(profiles_path, model, scale)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert 2 <= out["measured_points"] <= 8

@@ -24,11 +24,11 @@ def test_fingerprints():
         fingerprint()
 
 
-def test_import_show_export_round_trip(tmp_path, reference_dir, paper_profiles):
+def test_import_show_export_round_trip(tmp_path, profiles_path, paper_profiles):
     db = str(tmp_path / "p.db")
     run = CliRunner().invoke
     res = run(main, ["profile", "import", "--store", db,
-                     str(reference_dir / "model_profiles.json")])
+                     str(profiles_path)])
     assert res.exit_code == 0 and "imported 10 profiles" in res.output
     assert run(main, ["profile", "list", "--store", db]).output.split() == sorted(
         paper_profiles)
@@ -47,7 +47,7 @@ def test_import_show_export_round_trip(tmp_path, reference_dir, paper_profiles):
         assert got.throughput == p.throughput and got.ideal == p.ideal
 
 
-def test_bad_imports_and_missing_keys_are_clear(tmp_path, reference_dir):
+def test_bad_imports_and_missing_keys_are_clear(tmp_path, profiles_path):
     db = str(tmp_path / "p.db")
     bad = tmp_path / "bad.json"
     bad.write_text('{"models": 1}')
@@ -56,14 +56,14 @@ def test_bad_imports_and_missing_keys_are_clear(tmp_path, reference_dir):
     assert not (tmp_path / "p.db").exists()      # a bad file is refused before the store
     res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
     assert res.exit_code == 2 and "no such database" in res.output
-    good = str(reference_dir / "model_profiles.json")
+    good = str(profiles_path)
     assert CliRunner().invoke(main, ["profile", "import", "--store", db, good]).exit_code == 0
     res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
     assert res.exit_code == 2 and "no profile 'nope'" in res.output
 
 
 def test_a_store_of_an_earlier_version_reads_as_site_wide_and_gains_owners(tmp_path,
-                                                                           reference_dir):
+                                                                           profiles_path):
     """Stores written before profiles had owners: read-only, every profile is site-wide;
     opened for writing, the owner column is added and old rows stay site-wide."""
     db = tmp_path / "old.db"
@@ -72,7 +72,7 @@ def test_a_store_of_an_earlier_version_reads_as_site_wide_and_gains_owners(tmp_p
                 "measured_points INTEGER, profiling_cpu_s REAL, created REAL, source TEXT)")
     con.commit()
     con.close()
-    prof = load_profiles(reference_dir / "model_profiles.json")["gnmt"]
+    prof = load_profiles(profiles_path)["gnmt"]
     old = ProfileStore(db, readonly=True)
     assert old.owners() == {} and old.get("gnmt") is None
     store = ProfileStore(db)
