@@ -23,10 +23,12 @@ def test_the_wheel_ships_the_hook_and_the_templates(tmp_path):
     (wheel,) = tmp_path.glob("synergy_slurm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     data = {n.split("/data/", 1)[1] for n in names if ".data/data/" in n}
-    shipped = {f"share/synergy-slurm/{p.relative_to(REPO)}" for p in [
+    shipped = {f"share/synergy-slurm/{_installed(p)}" for p in [
         REPO / "job_submit_hook" / "job_submit.lua",
         *(REPO / "sbatch_templates").glob("*.sbatch"),
-        REPO / "sbatch_templates" / "train_pytorch.py"]}
+        REPO / "sbatch_templates" / "train_pytorch.py",
+        *(REPO / "docs" / "systemd").glob("*.service"),
+        REPO / "docs" / "systemd" / "synergy.logrotate"]}
     assert shipped <= data, shipped - data
     assert "profiler/harness.py" in names and "synergy_slurm/cli/main.py" in names
     # The reference profiles are package data: simulate, plan and the demo need no checkout.
@@ -41,3 +43,9 @@ def test_the_shipped_profiles_are_the_reference_profiles(reference_dir):
     from synergy_slurm.shipped import SHIPPED_PROFILES
 
     assert SHIPPED_PROFILES.read_bytes() == (reference_dir / "model_profiles.json").read_bytes()
+
+
+def _installed(path: Path) -> str:
+    """Where a shipped file lands under share/synergy-slurm/ (docs/systemd/ -> systemd/)."""
+    rel = path.relative_to(REPO)
+    return str(rel.relative_to("docs")) if rel.parts[0] == "docs" else str(rel)

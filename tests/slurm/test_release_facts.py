@@ -248,3 +248,42 @@ def test_where_cons_tres_puts_gpu_jobs(slurm_cli, tmp_path, release):
     best_on = wait_for(slurm_cli, best, {"RUNNING"})["NodeList"]
     expect({r: ("PENDING", "n[1-2]", "n1") for r in ("22.05", "24.11", "26.05")}, release,
            (waits, spread_on, best_on))
+
+
+def test_a_slurm_admin_user_may_shape_and_release_other_users_jobs(slurm_cli, slurm_cluster,
+                                                                   tmp_path, release):
+    """What running the controller as a service user needs (docs/admin-guide.md, "The
+    controller as a service"): AdminLevel=Admin in Slurm's database lets a user that is
+    not root shape and release root's held job; without it the same update is refused."""
+    import subprocess
+
+    from ..conftest import _ensure_user, _remove_user
+
+    name = "synergy-t-ctl"
+    created = _ensure_user(name)      # the Unix user before its association (uid mapping)
+    env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf_path))
+
+    def as_ctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", name, "--", *args], capture_output=True,
+                              text=True, env=env, cwd="/", check=False)
+
+    try:
+        slurm_cli.run("sacctmgr", ["-i", "add", "user", name, "account=lab-a"])
+        jid = submit(slurm_cli, REPORT, "--hold", "--gpus=1", "--cpus-per-gpu=8",
+                     "-o", str(tmp_path / "ctl.out"), tmp=tmp_path)
+        shape = ["scontrol", "update", f"JobId={jid}", "CpusPerTres=gres:gpu:4",
+                 "TresPerJob=gres:gpu:1", "NumCPUs=4"]
+        refused = as_ctl(*shape).returncode != 0
+        slurm_cli.run("sacctmgr", ["-i", "modify", "user", name, "set", "adminlevel=Admin"])
+        time.sleep(2)                 # slurmdbd pushes the change to slurmctld
+        shaped = as_ctl(*shape)
+        released = as_ctl("scontrol", "release", str(jid))
+        assert shaped.returncode == 0 and released.returncode == 0, \
+            shaped.stderr + released.stderr
+        wait_for(slurm_cli, jid, {"COMPLETED"}, 45)
+        cpus = int(wait_file(tmp_path / "ctl.out", "cpus=").split("cpus=")[1].split()[0])
+        expect({r: (True, 4) for r in ("22.05", "24.11", "26.05")}, release, (refused, cpus))
+    finally:
+        slurm_cli.run("sacctmgr", ["-i", "delete", "user", name])
+        if created:
+            _remove_user(name)
