@@ -26,7 +26,10 @@ def shipped_file(relative: str) -> Path:
     return SOURCE_ROOT / relative
 
 
+# The hook: synergy's rules as a Lua module, and the job_submit.lua that runs them alone
+# (for a site without its own; one that has one adds a dofile line instead).
 HOOK_LUA = "job_submit_hook/job_submit.lua"
+HOOK_MODULE = "job_submit_hook/synergy.lua"
 # The reference profiles (model_profiles.json shape), as package data: `simulate`, `plan`
 # and the demo work from a plain pip install.
 SHIPPED_PROFILES = Path(__file__).resolve().parent / "data" / "model_profiles.json"

@@ -24,7 +24,7 @@ def test_the_wheel_ships_the_hook_and_the_templates(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     data = {n.split("/data/", 1)[1] for n in names if ".data/data/" in n}
     shipped = {f"share/synergy-slurm/{_installed(p)}" for p in [
-        REPO / "job_submit_hook" / "job_submit.lua",
+        REPO / "job_submit_hook" / "job_submit.lua", REPO / "job_submit_hook" / "synergy.lua",
         *(REPO / "sbatch_templates").glob("*.sbatch"),
         REPO / "sbatch_templates" / "train_pytorch.py",
         *(REPO / "docs" / "systemd").glob("*.service"),

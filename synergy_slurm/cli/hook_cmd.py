@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
 import click
 
 from ..core import ProfileError
+from ..hook import install
 from ..hook.explain import explain
 from ..hook.export import build_table, table_path
 from ..hook.sbatch_args import SbatchArgError
 from ..hook.table import DISABLE_NAME, TableError, parse_table
 from ..profiles import load_profiles
-from ..shipped import HOOK_LUA, shipped_file
+from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
@@ -104,21 +104,43 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
 @click.option("--conf-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("/etc/slurm"), show_default=True,
               help="The directory of slurm.conf (job_submit/lua loads job_submit.lua there).")
-@click.option("--write", is_flag=True, help="Copy job_submit.lua there (else only print).")
-def install_cmd(conf_dir: Path, write: bool) -> None:
-    """Install the hook for admins: copy job_submit.lua beside slurm.conf and print the
-    slurm.conf line to add. Then `scontrol reconfigure` loads it."""
-    dest = conf_dir / "job_submit.lua"
+@click.option("--write", is_flag=True, help="Write the files (else only say what it would "
+              "do).")
+@click.option("--force", is_flag=True, help="Replace a job_submit.lua or synergy.lua that "
+              "synergy did not write (each backed up as FILE.bak-TIME first).")
+def install_cmd(conf_dir: Path, write: bool, force: bool) -> None:
+    """Install the hook beside slurm.conf: synergy.lua (synergy's rules) and, where the
+    site has no job_submit.lua of its own, a two-line job_submit.lua that runs them.
+
+    A site's own job_submit.lua is never overwritten: the command prints the one line that
+    joins synergy's rules to it (at its end; the site's rules run first, and a job they
+    refuse stays refused). --force replaces it instead, after a backup and a diff. Files
+    synergy wrote before are updated. Without --write it only says what it would do.
+    Then `scontrol reconfigure` (or the next submission, for an updated module) loads it.
+    """
+    steps = install.plan(conf_dir, shipped_file(HOOK_LUA), shipped_file(HOOK_MODULE), force)
+    for st in steps:
+        verb = {"write": "write", "keep": "keep", "replace": "replace",
+                "refuse": "refuse to overwrite"}[st.action]
+        click.echo(f"{verb} {st.path}: {st.why}")
+        if st.diff and st.action in ("replace", "refuse"):
+            click.echo(st.diff.rstrip("\n"))
+    refused = [st for st in steps if st.action == "refuse"]
+    if refused:
+        raise Failed(f"{refused[0].path} is not synergy's; nothing written (give --force to "
+                     "replace it, with a backup)")
     if write:
-        writable_file(dest, "--conf-dir")
-        tmp = dest.with_suffix(".lua.new")
-        shutil.copyfile(shipped_file(HOOK_LUA), tmp)
-        tmp.chmod(0o644)
-        tmp.replace(dest)
-        click.echo(f"installed {dest}")
+        if not conf_dir.is_dir():
+            raise BadInput(f"--conf-dir {conf_dir}: no such directory")
+        for st in steps:
+            if st.changes:
+                writable_file(st.path, "--conf-dir")
+        for backup in install.apply(steps, time.strftime("%Y%m%d-%H%M%S")):
+            click.echo(f"backed up {backup}")
+        click.echo("installed" if any(st.changes for st in steps) else "nothing to change")
     else:
-        click.echo(f"cp {shipped_file(HOOK_LUA)} {dest}")
-    click.echo("# add to slurm.conf (or append lua to an existing JobSubmitPlugins list):")
+        click.echo("(nothing written: give --write)")
+    click.echo("# slurm.conf needs (append lua to an existing JobSubmitPlugins list):")
     click.echo("JobSubmitPlugins=lua")
     click.echo("# then: scontrol reconfigure")
     click.echo(f"# kill switch: touch {conf_dir / DISABLE_NAME}")

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..shipped import HOOK_LUA, shipped_file
+from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..site import SiteError, site_from_dict
 from ..slurm.commands import SlurmCLI
 from . import accounting, proc, releases
@@ -244,12 +244,14 @@ def write_all_config(spec: DevClusterSpec) -> list[Path]:
 
 
 def _install_hook(spec: DevClusterSpec) -> Path:
-    """Copy the project's job_submit.lua beside slurm.conf (where job_submit/lua looks)."""
-    src = shipped_file(HOOK_LUA)
-    if not src.exists():
-        raise DevClusterError(f"--hook: {src} not found")
-    dst = spec.etc / "job_submit.lua"
-    shutil.copyfile(src, dst)
+    """Copy the project's job_submit.lua and synergy.lua beside slurm.conf (where
+    job_submit/lua looks); the module first, so the script never runs without it."""
+    for rel in (HOOK_MODULE, HOOK_LUA):
+        src = shipped_file(rel)
+        if not src.exists():
+            raise DevClusterError(f"--hook: {src} not found")
+        dst = spec.etc / Path(rel).name
+        shutil.copyfile(src, dst)
     return dst
 
 

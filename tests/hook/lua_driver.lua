@@ -2,7 +2,7 @@
 -- usage: lua5.1 lua_driver.lua HOOK_DIR CASES_FILE
 -- CASES_FILE: one case per line, fields separated by tabs: uid, then key=value pairs for
 -- job_desc (numbers for pn_min_memory). Prints one line per case:
--- cpus_per_tres<TAB>mem_per_tres<TAB>priority<TAB>admin_comment<TAB>rc
+-- cpus_per_tres<TAB>mem_per_tres<TAB>priority<TAB>admin_comment<TAB>rc<TAB>partition
 local hook_dir, cases_file = arg[1], arg[2]
 local logs = {}
 slurm = {
@@ -40,6 +40,6 @@ for line in io.lines(cases_file) do
     local rc = slurm_job_submit(job, {}, uid)
     local function s(v) if v == nil then return "" end return tostring(v) end
     print(table.concat({s(job.cpus_per_tres), s(job.mem_per_tres), s(job.priority),
-                        s(job.admin_comment), s(rc)}, "\t"))
+                        s(job.admin_comment), s(rc), s(job.partition)}, "\t"))
 end
 io.stderr:write(table.concat(logs, "\n") .. "\n")

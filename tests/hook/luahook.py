@@ -23,6 +23,7 @@ class LuaResult:
     priority: str
     admin_comment: str
     rc: str
+    partition: str = ""
 
 
 def job_desc(sub: Submission) -> dict[str, str]:
@@ -49,8 +50,9 @@ def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]]],
     if not lua:
         pytest.skip("needs lua5.1, slurmctld's Lua, to run the hook (Debian: apt-get install "
                     "lua5.1 lua-filesystem; scripts/bootstrap-system.sh installs them)")
-    if not (hook_dir / "job_submit.lua").exists():
-        shutil.copyfile(REPO / "job_submit_hook" / "job_submit.lua", hook_dir / "job_submit.lua")
+    for name in ("synergy.lua", "job_submit.lua"):
+        if not (hook_dir / name).exists():
+            shutil.copyfile(REPO / "job_submit_hook" / name, hook_dir / name)
     lines = []
     for uid, fields in cases:
         for v in fields.values():
@@ -61,6 +63,6 @@ def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]]],
     env = dict(os.environ, SYNERGY_TEST_NO_LFS="0" if lfs else "1")
     proc = subprocess.run([lua, str(DRIVER), str(hook_dir), str(cases_file)], env=env,
                           capture_output=True, text=True, timeout=60, check=True)
-    out = [LuaResult(*(line.split("\t") + [""] * 5)[:5])
+    out = [LuaResult(*(line.split("\t") + [""] * 6)[:6])
            for line in proc.stdout.splitlines()]
     return out, proc.stderr

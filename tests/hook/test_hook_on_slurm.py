@@ -216,3 +216,39 @@ def test_explain_agrees_with_the_real_hook(hook_etc, slurm_cli, tmp_path):
         if d.managed and d.cpus_per_gpu is None and not sub.cpus_per_tres:
             # Unset on 22.05; 26.05 shows the partition's DefCpuPerGPU as "gpu:3" at once.
             assert not rec["cpus_per_tres"].startswith("gres"), (opts, rec["cpus_per_tres"])
+
+
+def test_a_sites_own_hook_and_synergys_apply_to_the_same_jobs(hook_etc, slurm_cli, tmp_path):
+    """The site's job_submit.lua (tests/hook/site_job_submit.lua: routes GPU jobs without
+    -p to "gpu", refuses the account "bad") ends with synergy's one line, as `synergy hook
+    install` tells a site to: a refused job stays refused with the site's message, a routed
+    job is shaped by synergy too; `hook install` itself leaves that file alone."""
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+
+    script = hook_etc / "job_submit.lua"
+    ours = script.read_text()
+    site = (Path(__file__).parent / "site_job_submit.lua").read_text()
+    try:
+        time.sleep(1.1)           # job_submit/lua reloads on a new mtime, in whole seconds
+        script.write_text(site.replace("@SYNERGY_DIR@", str(hook_etc)))
+        res = CliRunner().invoke(main, ["hook", "install", "--conf-dir", str(hook_etc),
+                                        "--write"])
+        assert res.exit_code == 0 and "the site's own, already joined" in res.output
+        assert script.read_text() == site.replace("@SYNERGY_DIR@", str(hook_etc))
+        write(hook_etc, make_table())
+        bad = subprocess.run(["sbatch", "--parsable", "-A", "bad", "--gpus=1",
+                              "--comment=synergy:profile=res18", "--wrap", "true"],
+                             capture_output=True, text=True, check=False)
+        assert bad.returncode != 0 and "site policy: account 'bad'" in bad.stderr
+        out = tmp_path / "o"
+        jid = submit(slurm_cli, REPORT, "--gpus=1", "--comment=synergy:profile=res18",
+                     "-o", str(out), tmp=tmp_path)
+        wait_for(slurm_cli, jid, {"COMPLETED"})
+        fields = SlurmReader(slurm_cli).job_fields(jid)
+        assert fields["Partition"] == "gpu" and "cpus=9" in out.read_text()
+        assert "synergy.managed=1,synergy.profile=res18" in fields.get("AdminComment", "")
+    finally:
+        time.sleep(1.1)
+        script.write_text(ours)

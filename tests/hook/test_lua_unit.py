@@ -166,3 +166,30 @@ def test_without_luafilesystem_the_hook_still_works(hook_dir):
     (hook_dir / DISABLE_NAME).touch()
     res, _ = run_lua(hook_dir, cases, lfs=False)
     assert [r.cpus_per_tres for r in res] == ["", ""]
+
+
+def test_the_module_joins_a_sites_own_hook_after_its_rules(hook_dir):
+    """A site's job_submit.lua (routing, a refusal) with synergy's line at its end: the
+    site's refusal stands and the refused job is not tagged; a routed GPU job gets the
+    site's partition and then synergy's shape; the site's rules run without synergy when
+    synergy's table is gone (its rules pass, never the site's)."""
+    site = (Path(__file__).parent / "site_job_submit.lua").read_text()
+    (hook_dir / "job_submit.lua").write_text(site.replace("@SYNERGY_DIR@", str(hook_dir)))
+    res, _ = run_lua(hook_dir, [
+        (1000, {"account": "bad", "tres_per_job": "gres:gpu:1",
+                "comment": "synergy:profile=res18"}),
+        (1000, {"account": "lab", "tres_per_job": "gres:gpu:1",
+                "comment": "synergy:profile=res18"}),
+        (1000, {"account": "lab", "partition": "cpu"})])
+    refused, routed, cpu = res
+    assert refused.rc == "-1" and refused.admin_comment == "" and refused.cpus_per_tres == ""
+    assert routed.rc == "0" and routed.partition == "gpu"
+    assert routed.cpus_per_tres == "gres:gpu:9" and "synergy.managed=1" in routed.admin_comment
+    assert cpu.rc == "0" and cpu.admin_comment == ""
+    (hook_dir / TABLE_NAME).unlink()
+    (refused, routed, _), _ = run_lua(hook_dir, [
+        (1000, {"account": "bad", "tres_per_job": "gres:gpu:1"}),
+        (1000, {"account": "lab", "tres_per_job": "gres:gpu:1"}),
+        (1000, {"account": "lab", "partition": "cpu"})])
+    assert refused.rc == "-1" and routed.rc == "0" and routed.partition == "gpu"
+    assert routed.admin_comment == ""

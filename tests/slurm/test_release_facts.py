@@ -145,10 +145,12 @@ def test_job_modify_sees_the_controllers_own_updates(slurm_cluster, slurm_cli, t
     script = slurm_cluster.etc / "job_submit.lua"
     original = script.read_text()
     marker = f"synergy-fact-{time.time_ns()}"
+    # A site's job_modify that logs, before synergy's line (which keeps the site's).
     logged = original.replace(
-        "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)",
+        "dofile(",
         "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)\n"
-        f'    slurm.log_info("{marker} job=%d uid=%d", job_rec.job_id, modify_uid)', 1)
+        f'    slurm.log_info("{marker} job=%d uid=%d", job_rec.job_id, modify_uid)\n'
+        "    return slurm.SUCCESS\nend\ndofile(", 1)
     assert logged != original
     log_file = slurm_cluster.state_dir / "log" / "slurmctld.log"
     try:

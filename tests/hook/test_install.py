@@ -1,0 +1,75 @@
+"""synergy hook install never overwrites a file synergy did not write: it installs its
+module, writes job_submit.lua only where the site has none (or one synergy wrote), tells a
+site with its own the line that joins them, and replaces the site's only with --force,
+after a backup and a diff."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from synergy_slurm.cli.main import main
+from synergy_slurm.shipped import HOOK_LUA, HOOK_MODULE, shipped_file
+
+SITE = (Path(__file__).parent / "site_job_submit.lua").read_text().replace(
+    'dofile("@SYNERGY_DIR@/synergy.lua").chain()\n', "")
+
+
+def install(conf: Path, *extra: str):
+    return CliRunner().invoke(main, ["hook", "install", "--conf-dir", str(conf), *extra])
+
+
+def test_a_fresh_directory_gets_both_files_and_a_second_run_changes_nothing(tmp_path):
+    res = install(tmp_path)
+    assert res.exit_code == 0 and "nothing written" in res.output
+    assert not list(tmp_path.iterdir())
+    res = install(tmp_path, "--write")
+    assert res.exit_code == 0 and "installed" in res.output
+    assert (tmp_path / "job_submit.lua").read_text() == shipped_file(HOOK_LUA).read_text()
+    assert (tmp_path / "synergy.lua").read_text() == shipped_file(HOOK_MODULE).read_text()
+    res = install(tmp_path, "--write")
+    assert "nothing to change" in res.output
+
+
+def test_a_sites_own_hook_is_kept_and_told_the_line_that_joins_it(tmp_path):
+    (tmp_path / "job_submit.lua").write_text(SITE)
+    res = install(tmp_path, "--write")
+    assert res.exit_code == 0
+    assert (tmp_path / "job_submit.lua").read_text() == SITE         # not touched
+    assert f'dofile("{tmp_path}/synergy.lua").chain()' in res.output
+    assert (tmp_path / "synergy.lua").exists()
+    joined = SITE.replace("return slurm.SUCCESS\n",
+                          f'dofile("{tmp_path}/synergy.lua").chain()\nreturn slurm.SUCCESS\n')
+    (tmp_path / "job_submit.lua").write_text(joined)
+    assert "already joined" in install(tmp_path, "--write").output
+
+
+def test_force_replaces_the_sites_hook_after_a_backup_and_a_diff(tmp_path):
+    (tmp_path / "job_submit.lua").write_text(SITE)
+    res = install(tmp_path, "--write", "--force")
+    assert res.exit_code == 0 and "-    if job_desc.account == \"bad\" then" in res.output
+    (backup,) = tmp_path.glob("job_submit.lua.bak-*")
+    assert backup.read_text() == SITE
+    assert (tmp_path / "job_submit.lua").read_text() == shipped_file(HOOK_LUA).read_text()
+
+
+def test_a_foreign_synergy_lua_is_refused_without_force(tmp_path):
+    (tmp_path / "synergy.lua").write_text("-- someone else's module\nreturn {}\n")
+    res = install(tmp_path, "--write")
+    assert res.exit_code == 1 and "not synergy's; nothing written" in res.output
+    assert not (tmp_path / "job_submit.lua").exists()
+    assert (tmp_path / "synergy.lua").read_text().startswith("-- someone else's")
+    res = install(tmp_path, "--write", "--force")
+    assert res.exit_code == 0 and list(tmp_path.glob("synergy.lua.bak-*"))
+
+
+def test_an_earlier_synergy_file_is_updated(tmp_path):
+    install(tmp_path, "--write")
+    old = (tmp_path / "synergy.lua").read_text().replace("local REFRESH_S = 5",
+                                                         "local REFRESH_S = 9")
+    (tmp_path / "synergy.lua").write_text(old)
+    res = install(tmp_path, "--write")
+    assert "an earlier synergy.lua: updated" in res.output
+    assert (tmp_path / "synergy.lua").read_text() == shipped_file(HOOK_MODULE).read_text()
+    assert not list(tmp_path.glob("*.bak-*"))
