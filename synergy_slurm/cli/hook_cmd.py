@@ -16,13 +16,14 @@ from ..hook.export import build_table, table_path
 from ..hook.sbatch_args import SbatchArgError
 from ..hook.table import DISABLE_NAME, TableError, parse_table
 from ..profiles import load_profiles
+from ..profiles.resolve import configured, trusted
 from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
 from ..vocabulary import table_fresh
 from .errors import BadInput, Failed, writable_file
-from .options import config_or_exit, default_profiles_path
+from .options import config_or_exit
 
 CONFIG_OPTION = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                              default=None, help="synergy.toml (default /etc/slurm/synergy.toml).")
@@ -73,12 +74,22 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
     hand to try the hook without the controller (the table expires after max_age_s)."""
     cfg = config_or_exit(config_path)
     dest = writable_file(out or table_path(cfg.hook), "--out" if out else "[hook] dir")
-    ppath = profiles_path or (Path(cfg.profiles.file) if cfg.profiles.file else None) \
-        or default_profiles_path()
-    try:
-        profiles = load_profiles(ppath)
-    except ProfileError as exc:
-        raise BadInput(str(exc)) from None
+    if profiles_path is not None:
+        try:
+            profiles = load_profiles(profiles_path)
+        except ProfileError as exc:
+            raise BadInput(str(exc)) from None
+        source = f"{len(profiles)} profiles (--profiles {profiles_path})"
+    else:
+        # What the controller plans with: the profiles file, then the store.
+        known = configured(cfg.profiles.file, cfg.profiles.store)
+        for problem in known.problems:
+            click.echo(f"warning: {problem}", err=True)
+        if not known.profiles:
+            raise BadInput(f"no profiles to export ({known.describe()}): import some "
+                           "(synergy profile import), set [profiles] file, or give --profiles")
+        profiles, source = trusted(known.profiles, known.owners, None,
+                                   cfg.profiles.trust), known.describe()
     if None in (node_cpus, node_mem_mb, node_gpus):
         try:
             snap = SlurmReader(SlurmCLI.for_config(cfg.slurm)).snapshot()
@@ -97,7 +108,7 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
         raise BadInput(str(exc)) from None
     table.write(dest)
     click.echo(f"wrote {dest}: {len(table.profiles)} profiles, partitions "
-               f"{','.join(table.partitions)}, valid for {table.max_age_s} s")
+               f"{','.join(table.partitions)}, valid for {table.max_age_s} s; from {source}")
 
 
 @hook.command("install")

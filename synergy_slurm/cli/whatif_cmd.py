@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from ..core import ALLOCATOR_NAMES, ClusterState, ProfileError
+from ..core import ALLOCATOR_NAMES, ClusterState
 from ..core.pools import Pool, merged
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
@@ -21,7 +21,13 @@ from ..slurm.sacct import PRIORITY_FIELDS, parse_history
 from ..whatif import HistoryError, Rule, build_replay, report
 from ..whatif import replay as replay_mod
 from .errors import BadInput, Failed, writable_dir
-from .options import check_server, cluster_option_value, config_or_exit, profiles_option_value
+from .options import (
+    check_server,
+    cluster_option_value,
+    config_or_exit,
+    default_profiles_path,
+    profiles_option_value,
+)
 
 # Allocations only (-X), every user (-a), every run of a requeued job (-D: its first
 # submission is only in the first run's record).
@@ -155,7 +161,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
             raise click.BadParameter("give three non-negative percentages",
                                      param_hint="--assume-mix")
-    profiles = _profiles(cfg, profiles_path)
+    profiles, profiles_from = _profiles(cfg, profiles_path)
     unknown = sorted({r.key for r in parsed_rules if r.key not in profiles})
     if unknown:
         raise click.BadParameter(
@@ -216,7 +222,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
             raise BadInput(str(exc)) from None
     doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
                        {"slurm_release": str(release) if release else "22.05 rules",
-                        "startup_s": startup_seconds,
+                        "startup_s": startup_seconds, "profiles_from": profiles_from,
                         "default_time_limit_min": default_time_limit or "unlimited"})
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
@@ -225,20 +231,21 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
 
 
-def _profiles(cfg, path: Path | None) -> dict:
-    if path is not None or not cfg.profiles.file:
-        return profiles_option_value(path)
-    from ..profiles import load_profiles
-    from ..profiles.resolve import with_store
+def _profiles(cfg, path: Path | None) -> tuple[dict, str]:
+    """--profiles FILE, else what the controller would plan with ([profiles] file, then
+    the store), else the paper's shipped profiles; and which it was."""
+    if path is not None:
+        return profiles_option_value(path), f"--profiles {path}"
+    from ..profiles.resolve import configured
 
-    try:
-        base = load_profiles(cfg.profiles.file)
-    except ProfileError as exc:
-        raise BadInput(f"[profiles] file: {exc}") from None
-    merged, problems = with_store(base, cfg.profiles.store)
-    for p in problems:
-        click.echo(f"warning: {p}", err=True)
-    return merged
+    known = configured(cfg.profiles.file, cfg.profiles.store)
+    for problem in known.problems:
+        click.echo(f"warning: {problem}", err=True)
+    if known.profiles:
+        return known.profiles, known.describe()
+    shipped = default_profiles_path()
+    return profiles_option_value(None), (f"the paper's profiles ({shipped}): no [profiles] "
+                                         f"file and no store at {cfg.profiles.store}")
 
 
 def _history(export: Path | None, start: str, end: str, cli: SlurmCLI

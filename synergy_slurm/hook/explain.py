@@ -54,6 +54,8 @@ class Explanation:
             out.append(line)
         else:
             out.append("controller: no known profile: GPU-proportional share")
+        if h.managed and ctl.get("profiles_from"):
+            out.append(f"  profiles: {ctl['profiles_from']}")
         out += [f"note: {n}" for n in self.notes]
         return out
 
@@ -125,24 +127,19 @@ def controller_view(cfg: Config, key: str | None, table: HookTable | None
                     ) -> tuple[dict[str, Any], list[str]]:
     """What the controller knows of a profile key (the profiles file, then the store),
     without Slurm. The proportional share is the managed nodes' per GPU, from the table."""
-    from ..core import PerGpu, ProfileError
-    from ..profiles import load_profiles
-    from ..profiles.resolve import with_store
+    from ..core import PerGpu
+    from ..profiles.resolve import configured
 
     notes: list[str] = []
-    profiles = {}
-    if key and cfg.profiles.file:
-        try:
-            profiles = load_profiles(cfg.profiles.file)
-        except (OSError, ProfileError) as exc:
-            notes.append(f"profiles file {cfg.profiles.file}: {exc}")
+    prof = None
+    source = None
     if key:
-        profiles, problems = with_store(profiles, cfg.profiles.store)
-        notes += problems
-    prof = profiles.get(key) if key else None
+        known = configured(cfg.profiles.file, cfg.profiles.store)
+        notes += known.problems
+        prof, source = known.profiles.get(key), known.describe()
     view: dict[str, Any] = {"profile_key": key, "profile_known": False,
                             "ideal_cpus_per_gpu": None, "ideal_mem_gb_per_gpu": None,
-                            "speedup_at_ideal": None}
+                            "speedup_at_ideal": None, "profiles_from": source}
     if prof is None or prof.ideal is None:
         return view, notes
     view.update(profile_known=True, ideal_cpus_per_gpu=prof.ideal.cpus,

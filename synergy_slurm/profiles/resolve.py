@@ -1,14 +1,53 @@
 """Which profiles are known: the profiles file, then the store, whose measured profiles win.
-One rule for the controller (every round) and for explain (on a login node)."""
+One rule for the controller (every round), the hook's table (`synergy hook export`),
+explain (on a login node) and whatif, each of which says what it used."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import Profile, ProfileError
+from .files import load_profiles
 from .store import ProfileStore
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The profiles a configuration knows, whose each measured one is (slot -> user), and
+    where they came from."""
+
+    profiles: dict[str, Profile]
+    owners: dict[str, str]
+    from_file: int
+    from_store: int
+    file: str
+    store: str
+    problems: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"file {self.file}: {self.from_file}" if self.file else "no [profiles] file",
+                 f"store {self.store}: {self.from_store}" if Path(self.store).exists()
+                 else f"no store at {self.store}"]
+        return (f"{len(self.profiles)} profiles ({'; '.join(parts)}; the store's win over "
+                "the file's)")
+
+
+def configured(file: str, store: str | Path) -> Resolved:
+    """The configuration's profiles: ``[profiles] file`` (if set) overlaid with the store's
+    (if it exists); every problem met is named, none raised."""
+    problems: list[str] = []
+    base: dict[str, Profile] = {}
+    if file:
+        try:
+            base = load_profiles(file)
+        except (OSError, ProfileError) as exc:
+            problems.append(f"profiles file {file}: {exc}")
+    merged, owners, more = with_owners(base, store)
+    stored = len(merged) - len(base) + sum(1 for k in base if merged[k] is not base[k])
+    return Resolved(merged, owners, len(base), stored, file, str(store), (*problems, *more))
 
 
 def with_store(file_profiles: Mapping[str, Profile], store: str | Path
