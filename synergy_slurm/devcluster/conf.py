@@ -203,7 +203,11 @@ def _accounting_lines(spec: DevClusterSpec) -> list[str]:
         # The munge socket for talking to slurmdbd (AuthInfo does not cover that link).
         f"AccountingStoragePass={spec.munge_socket}",
         "AccountingStorageEnforce=associations,limits,qos",
-        "AccountingStorageTRES=gres/gpu",
+        # Each GPU type too, as a site with several should: the history then says which
+        # type a job asked for (ReqTRES gres/gpu:h100), what whatif replays.
+        "AccountingStorageTRES=" + ",".join(
+            ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(
+                {k.gpu_type for k in spec.layout.kinds if k.gpu_type}))]),
         # Keep the comment (synergy's profile token) in the history: synergy whatif reads it.
         "AccountingStoreFlags=job_comment",
         "JobAcctGatherType=jobacct_gather/linux",

@@ -37,7 +37,8 @@ _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
 class HistoryJob:
     """One job of the history. Times are epoch seconds; ``start``/``end`` None when the job
     never started / has not ended. ``gpus``/``cpus``/``mem_mb`` are what it was allocated
-    (what it asked for when it never started)."""
+    (what it asked for when it never started); ``gpu_type`` the GPU type it asked for
+    (``--gpus=h100:2``), where accounting tracks types, else None."""
 
     job_id: int
     user: str
@@ -124,6 +125,7 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     alloc = _tres_json(tres.get("allocated") or [])
     req = _tres_json(tres.get("requested") or [])
     used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
+    used = {**used, **{f"asked:{k}": v for k, v in req.items() if _GPU_TYPED.match(k)}}
     comment = rec.get("comment")
     admin = rec.get("admin_comment")
     if isinstance(comment, Mapping):   # {"job", "administrator", "system"}
@@ -218,7 +220,9 @@ def _job_from_text(r: dict[str, str]) -> HistoryJob:
     if submit is None:
         raise ValueError("no submit time")
     alloc = _tres_text(r["AllocTRES"])
-    used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else _tres_text(r["ReqTRES"])
+    req = _tres_text(r["ReqTRES"])
+    used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
+    used = {**used, **{f"asked:{k}": v for k, v in req.items() if _GPU_TYPED.match(k)}}
     return _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
                 r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
                 _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
@@ -303,6 +307,10 @@ def _job(job_id: int, user: str, account: str, partition: str, name: str, commen
         raise ValueError("ends before it started")
     typed = [m.group(1) for k in tres if (m := _GPU_TYPED.match(k))]
     gpus = int(tres.get("gres/gpu", 0) or sum(tres[f"gres/gpu:{t}"] for t in typed))
+    # The type it asked for, where accounting tracks types (AccountingStorageTRES lists
+    # gres/gpu:TYPE): its requested TRES name one; what it ran on says nothing of that.
+    asked = [m.group(1) for k in tres if k.startswith("asked:")
+             and (m := _GPU_TYPED.match(k[len("asked:"):]))]
     try:
         names = tuple(expand_hostlist(nodes)) if nodes else ()
     except ValueError:
@@ -312,5 +320,5 @@ def _job(job_id: int, user: str, account: str, partition: str, name: str, commen
                                                               start or eligible)),
                       None if start is None else float(start),
                       None if end is None else float(end), gpus, int(tres.get("cpu", 0)),
-                      float(tres.get("mem", 0.0)), typed[0] if len(typed) == 1 else None,
+                      float(tres.get("mem", 0.0)), asked[0] if len(asked) == 1 else None,
                       names, qos, priority, time_limit_s, admin_comment)

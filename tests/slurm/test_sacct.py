@@ -167,3 +167,25 @@ def test_a_header_in_any_order_with_jobid_and_extra_columns_is_read():
     header = "|".join(["JobID" if names[i] == "JobIDRaw" else names[i] for i in order])
     got, skipped = parse_history("\n".join([header + "|Elapsed", *(r[0] for r in rows)]))
     assert skipped == [] and got == want
+
+
+def test_the_gpu_type_is_the_one_asked_for_not_the_one_run_on():
+    """With typed GPUs in AccountingStorageTRES, AllocTRES names the type a job ran on
+    whatever it asked; only ReqTRES says it asked for one (--gpus=h100:1)."""
+    lines = (FIXTURES / "sacct_22.05.8.txt").read_text().splitlines()
+    f = lines[1].split("|")
+    idx = {n: i for i, n in enumerate(lines[0].split("|"))}
+
+    def row(alloc: str, req: str) -> str:
+        g = list(f)
+        g[idx["AllocTRES"]], g[idx["ReqTRES"]] = alloc, req
+        return "|".join(g)
+
+    untyped = row("cpu=8,gres/gpu=1,gres/gpu:a100=1,mem=64000M,node=1",
+                  "cpu=1,gres/gpu=1,mem=64000M,node=1")
+    typed = row("cpu=8,gres/gpu=1,gres/gpu:h100=1,mem=64000M,node=1",
+                "cpu=1,gres/gpu=1,gres/gpu:h100=1,mem=64000M,node=1")
+    jobs, skipped = parse_history("\n".join([lines[0], untyped]))
+    assert skipped == [] and jobs[0].gpu_type is None and jobs[0].gpus == 1
+    jobs, _ = parse_history("\n".join([lines[0], typed]))
+    assert jobs[0].gpu_type == "h100" and jobs[0].gpus == 1
