@@ -70,6 +70,10 @@ class GpuRequest:
     min_nodes: int = 1
     het: bool = False
     reservation: bool = False
+    # The option by which the job sets its own cores or memory, which a per-GPU shape
+    # would fight ("-c/--cpus-per-task", "--mem-per-cpu", "--ntasks-per-node",
+    # "--exclusive", "--mem=0"); "" when none.
+    own_shape: str = ""
 
     @property
     def wants_gpus(self) -> bool:
@@ -83,8 +87,11 @@ def not_reshaped(req: GpuRequest) -> str | None:
     array jobs included (their tasks share one shape). Left alone, and never held:
     heterogeneous jobs (one shape per component is not modelled), ``--gpus-per-task`` and
     ``--gpus-per-socket`` (GPUs follow tasks Slurm places), ``--gpus`` over several nodes
-    (Slurm splits the GPUs between nodes as it likes), and jobs in a reservation (its nodes
-    are the reservation's, outside the plan: synergy plans unreserved nodes only).
+    (Slurm splits the GPUs between nodes as it likes), jobs in a reservation (its nodes
+    are the reservation's, outside the plan: synergy plans unreserved nodes only), and jobs
+    that set their own cores or memory another way (``-c``, ``--mem-per-cpu``,
+    ``--ntasks-per-node``, ``--exclusive``, ``--mem=0``: Slurm would give them the larger
+    of that and a per-GPU shape, so the shape synergy plans is not what runs).
     """
     if req.reservation:
         return "jobs in a reservation are not reshaped"
@@ -96,6 +103,9 @@ def not_reshaped(req: GpuRequest) -> str | None:
         return "--gpus-per-socket jobs are not reshaped"
     if req.per_job and req.min_nodes > 1:
         return "--gpus over several nodes is not reshaped"
+    if req.own_shape:
+        return (f"{req.own_shape} sets the job's cores or memory itself: left as "
+                "submitted")
     if not (req.per_job or req.per_node):
         return "GPU request synergy cannot reshape"
     return None

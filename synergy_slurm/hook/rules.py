@@ -30,6 +30,7 @@ class Submission:
     min_nodes: int = 1           # -N/--nodes (the smallest count)
     het: bool = False            # a component of a heterogeneous job (sbatch ... : ...)
     reservation: str = ""        # --reservation
+    own_shape: str = ""          # vocabulary.GpuRequest.own_shape
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
     if "synergy:off" in sub.comment:
         return HookDecision(False, "job opted out")
     refused = not_reshaped(GpuRequest(per_job, per_node, per_task, per_socket,
-                                      sub.min_nodes, sub.het, bool(sub.reservation)))
+                                      sub.min_nodes, sub.het, bool(sub.reservation),
+                                      sub.own_shape))
     if refused:
         return HookDecision(False, f"not reshaped: {refused}")
     key = comment_profile_key(sub.comment)

@@ -34,7 +34,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--comment")
     p.add_argument("-N", "--nodes")
     p.add_argument("--reservation")
+    p.add_argument("-c", "--cpus-per-task")
+    p.add_argument("--ntasks-per-node")
+    p.add_argument("--exclusive", nargs="?", const="exclusive")
     return p
+
+
+def own_shape(ns: argparse.Namespace) -> str:
+    """The option by which a job sets its own cores or memory (vocabulary.GpuRequest)."""
+    if ns.cpus_per_task is not None:
+        return "-c/--cpus-per-task"
+    if ns.mem_per_cpu is not None:
+        return "--mem-per-cpu"
+    if ns.ntasks_per_node is not None:
+        return "--ntasks-per-node"
+    if ns.exclusive is not None:
+        return "--exclusive"
+    if ns.mem is not None and re.fullmatch(r"0+[KMGT]?", ns.mem.strip(), re.IGNORECASE):
+        return "--mem=0"
+    return ""
 
 
 def _min_nodes(value: str | None) -> int:
@@ -96,7 +114,8 @@ def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
         cpus_per_tres=f"gres:gpu:{ns.cpus_per_gpu}" if ns.cpus_per_gpu else "",
         mem_per_tres=f"gres:gpu:{ns.mem_per_gpu}" if ns.mem_per_gpu else "",
         mem_per_node=ns.mem is not None, mem_per_cpu=ns.mem_per_cpu is not None,
-        min_nodes=_min_nodes(ns.nodes), het=het, reservation=ns.reservation or "")
+        min_nodes=_min_nodes(ns.nodes), het=het, reservation=ns.reservation or "",
+        own_shape=own_shape(ns))
 
 
 # sbatch options that never take a separate value (those with an optional value take it

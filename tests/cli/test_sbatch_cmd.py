@@ -180,3 +180,26 @@ def test_explain_json_has_the_hook_and_controller_views(tmp_path, profiles_path,
     info = json.loads(CliRunner().invoke(main, args).output)
     assert info["controller"]["speedup_at_ideal"] == pytest.approx(2.94)
     assert info["hook"]["managed"] is True and info["notes"] == []
+
+
+@pytest.mark.parametrize("option, named", [
+    ("-c8", "-c/--cpus-per-task"), ("--cpus-per-task=8", "-c/--cpus-per-task"),
+    ("--mem-per-cpu=4G", "--mem-per-cpu"), ("--ntasks-per-node=2", "--ntasks-per-node"),
+    ("--exclusive", "--exclusive"), ("--mem=0", "--mem=0")])
+def test_explain_says_a_job_with_its_own_cores_or_memory_is_left_as_submitted(
+        tmp_path, option, named):
+    from synergy_slurm.hook.rules import decide
+    from synergy_slurm.hook.sbatch_args import submission_from_args
+    from synergy_slurm.hook.table import HookTable
+
+    table = HookTable(generated_at=int(time.time()), node_cpus=24, node_mem_mb=500000,
+                      node_gpus=8, partitions=("gpu",), default_partition="gpu",
+                      profiles={"res18": (9, 62500)}, max_age_s=120)
+    sub = submission_from_args(["--gpus=2", option, "--comment=synergy:profile=res18",
+                                "job.sh"])
+    d = decide(table, sub, time.time())
+    assert not d.managed and d.cpus_per_gpu is None
+    assert d.reason == f"not reshaped: {named} sets the job's cores or memory itself: left " \
+                       "as submitted"
+    assert decide(table, submission_from_args(["--gpus=2", "--mem=10G", "job.sh"]),
+                  time.time()).managed

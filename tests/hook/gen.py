@@ -41,6 +41,10 @@ def option_sets(n: int, seed: int = 1, typed: bool = True, partitions=("gpu", "c
             opts.append("--comment=synergy:off")
         if rng.random() < 0.3:
             opts.append(f"--partition={rng.choice(partitions)}")
+        own = rng.random()
+        if kind != "none" and own < 0.15:
+            opts.append(rng.choice(["-c4", "--cpus-per-task=2", "--mem-per-cpu=4G",
+                                    "--ntasks-per-node=2", "--exclusive", "--mem=0"]))
         shape = rng.random()
         # sbatch itself refuses fewer GPUs (or tasks) than nodes.
         if shape < 0.1 and (kind in ("gpus-per-node", "gres", "none")

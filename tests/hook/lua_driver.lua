@@ -23,7 +23,8 @@ for line in io.lines(cases_file) do
         local k, v = fields[i]:match("^([%w_]+)=(.*)$")
         if k then
             if k == "pn_min_memory" or k == "priority" or k == "min_mem_per_cpu"
-                or k == "min_nodes" or k == "het_job_offset" then
+                or k == "min_nodes" or k == "het_job_offset" or k == "cpus_per_task"
+                or k == "ntasks_per_node" or k == "shared" then
                 job[k] = tonumber(v)
             else
                 job[k] = v
