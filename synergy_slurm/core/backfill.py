@@ -21,8 +21,9 @@ per-node GPUs (``--gres=gpu:k``). Pure: times are the caller's, nothing is read.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from .resources import MEM_EPS, ClusterState, PerGpu, Resources
@@ -108,9 +109,12 @@ class _Timeline:
 
     def place(self, job: Waiting, t: float) -> dict[int, int] | None:
         """Where ``job`` fits from ``t`` for its time limit, as cons_tres places it."""
-        mine = [self.index[n] for n in job.servers if n in self.index]
+        gpus_at = {i: g for i in (self.index[n] for n in job.servers if n in self.index)
+                   if (g := self.free_at(i, t)[0]) > 0}
+        if sum(gpus_at.values()) < job.gpus:
+            return None
+        mine = list(gpus_at)
         rooms = {i: self.room(i, job.share, t, job.limit_s) for i in mine}
-        gpus_at = {i: self.free_at(i, t)[0] for i in mine}
         fullest = sorted(mine, key=lambda i: (gpus_at[i], self.names[i]))
         if job.gpus_per_node:
             k = job.gpus_per_node
@@ -152,15 +156,19 @@ class _Timeline:
         return tuple((self.names[i], n) for i, n in sorted(placement.items()))
 
 
-def main_pass(queue: Sequence[Waiting], cluster: ClusterState, now: float) -> list[Start]:
+def main_pass(queue: Iterable[Waiting], cluster: ClusterState, now: float,
+              partitions: Collection[str] = ()) -> list[Start]:
     """The main scheduler: ``queue`` in priority order; what fits now starts, and a
-    partition stops at its first job that does not."""
+    partition stops at its first job that does not (once every one of ``partitions`` has,
+    the rest of the queue is not read)."""
     line = _Timeline(cluster, (), now)
     blocked: set[str] = set()
     out: list[Start] = []
     for job in queue:
         if job.partition in blocked:
             continue
+        if partitions and blocked >= set(partitions):
+            break
         where = line.place(job, now)
         if where is None:
             blocked.add(job.partition)
@@ -170,7 +178,7 @@ def main_pass(queue: Sequence[Waiting], cluster: ClusterState, now: float) -> li
     return out
 
 
-def backfill_pass(queue: Sequence[Waiting], cluster: ClusterState, busy: Sequence[Busy],
+def backfill_pass(queue: Iterable[Waiting], cluster: ClusterState, busy: Sequence[Busy],
                   now: float, max_job_test: int = BF_MAX_JOB_TEST,
                   window_s: float = BF_WINDOW_S) -> list[Start]:
     """The backfill scheduler: the first ``max_job_test`` jobs of ``queue`` (priority
@@ -180,7 +188,7 @@ def backfill_pass(queue: Sequence[Waiting], cluster: ClusterState, busy: Sequenc
     every pass."""
     line = _Timeline(cluster, busy, now)
     out: list[Start] = []
-    for job in queue[:max_job_test]:
+    for job in itertools.islice(queue, max_job_test):
         where = line.place(job, now)
         if where is not None:
             line.start(job, where)

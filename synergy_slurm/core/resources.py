@@ -86,14 +86,23 @@ class ClusterState:
 
     def free(self) -> list[Resources]:
         """Per server (in order), capacity minus reservations, never negative."""
-        held = dict.fromkeys((s.name for s in self.servers), Resources())
-        for name, res in self.reserved:
-            if name in held:
-                held[name] = held[name] + res
+        held: dict[str, list] = {}
+        for name, res in self.reserved:      # summed in order, as floats must be
+            h = held.get(name)
+            if h is None:
+                held[name] = [res.gpus, res.cpus, res.mem_gb]
+            else:
+                h[0] += res.gpus
+                h[1] += res.cpus
+                h[2] += res.mem_gb
         out = []
         for s in self.servers:
-            left = s.capacity - held[s.name]
-            out.append(Resources(max(0, left.gpus), max(0, left.cpus), max(0.0, left.mem_gb)))
+            c, h = s.capacity, held.get(s.name)
+            if h is None:
+                out.append(Resources(max(0, c.gpus), max(0, c.cpus), max(0.0, c.mem_gb)))
+            else:
+                out.append(Resources(max(0, c.gpus - h[0]), max(0, c.cpus - h[1]),
+                                     max(0.0, c.mem_gb - h[2])))
         return out
 
     @property

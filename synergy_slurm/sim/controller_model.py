@@ -29,8 +29,9 @@ What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continu
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from ..core import (
@@ -132,9 +133,26 @@ class _Model:
                                 config.requeue_budget)
         self.interval = config.controller_interval_s or config.round_s
         self.waiting: dict[int, _Run] = {}
+        self.visible: dict[int, _Run] = {}       # waiting, not held, eligible: Slurm's queue
+        self._soon: list[tuple[float, int]] = []  # (eligible time, job) still to come
+        self._ends: list[tuple[float, int]] = []  # (end, job) of running jobs (some stale)
         self.running: dict[int, _Run] = {}
         self.seen: list[_Run] = []
         self.held_bg: list[tuple[float, str, Resources]] = []   # (end, server, resources)
+        # What running jobs (``jobs``) and background (``bg``) hold per server, kept as
+        # they start and end: the cluster Slurm sees, without a sum over every job.
+        self.jobs_used: dict[str, Resources] = {}
+        self.used_total = Resources()
+        self.bg_used: dict[str, Resources] = {}
+        self._fits_empty: dict[tuple, bool] = {}
+        self.finished = 0
+        # Whether the controller's next round, and Slurm's next backfill pass, may find
+        # something new; a round that requeues, shrinks or watches use always may.
+        self._tick_due = self._pass_due = True
+        self._updated = False
+        self._always_tick = bool(self.rule.budget or config.shrink_memory
+                                 or config.usage is not None
+                                 or self.policy.name not in ("fifo", "slurm"))
         self.samples: dict[int, UsageSample] = {}
         self.caps: dict[tuple[str, str], PerGpu] = {}
         self.util: list[tuple[float, float, float, float]] = []
@@ -155,20 +173,27 @@ class _Model:
         passes = 0
         while passes < max_passes:
             event = False
-            for run in [r for r in self.running.values() if r.end_at <= t]:
+            while self._ends and self._ends[0][0] <= t:
+                end, jid = heapq.heappop(self._ends)
+                run = self.running.get(jid)
+                if run is None or run.end_at != end:
+                    continue          # requeued, or its end moved (a shrink): stale
                 self._finish(run)
                 event = True
-                if self.cfg.window and self.cfg.window[0] <= run.trace.job_id <= \
-                        self.cfg.window[1]:
+                if self.cfg.window and self.cfg.window[0] <= jid <= self.cfg.window[1]:
                     assert window_left is not None
                     window_left -= 1
             if self.held_bg and min(e for e, _, _ in self.held_bg) <= t:
+                for end, server, res in self.held_bg:
+                    if end <= t:
+                        _add(self.bg_used, server, res, -1)
                 self.held_bg = [b for b in self.held_bg if b[0] > t]
                 event = True
             while bg_next < len(background) and background[bg_next].start <= t:
                 o = background[bg_next]
                 if o.end > t:
                     self.held_bg.append((o.end, o.server, o.resources))
+                    _add(self.bg_used, o.server, o.resources, 1)
                 bg_next += 1
             while upcoming is not None and upcoming.arrival <= t:
                 self._arrive(upcoming)
@@ -180,14 +205,27 @@ class _Model:
             if window_left == 0 or (not self.waiting and not self.running
                                     and upcoming is None):
                 break
-            if self.synergy and t >= next_tick:
+            if self._due_now(t):
+                event = True
+            visible = self._visible()
+            if event:
+                # A round or a pass finds what it found last time unless something changed
+                # (the core is deterministic, and with time nothing frees up by itself).
+                self._tick_due = self._pass_due = True
+            if self.synergy and t >= next_tick and (self._tick_due or self._always_tick):
+                self._tick_due = False
+                self._updated = False
                 self._controller(t)
                 next_tick = _next_on_grid(t, self.interval)
-            visible = self._visible(t)
-            if event or any(r.eligible_at == t for r in visible):
-                self._start(main_pass(self._queue(visible, t), self._cluster(), t), t)
-            if t >= next_pass:
-                visible = self._visible(t)
+                visible = self._visible()
+                if self._updated:       # an update wakes Slurm's scheduler, as an event does
+                    event = self._pass_due = True
+            if visible and event:
+                self._start(main_pass(self._queue(visible, t), self._cluster(), t,
+                                      self.by_partition), t)
+            if t >= next_pass and self._pass_due:
+                self._pass_due = False
+                visible = self._visible()
                 if visible:
                     self._start(backfill_pass(self._queue(visible, t), self._cluster(),
                                               self._busy(), t, self.cfg.bf_max_job_test), t)
@@ -195,7 +233,7 @@ class _Model:
                 passes += 1
             self._record(t)
             if self.on_round is not None:
-                self.on_round(t, sum(r.finish is not None for r in self.seen))
+                self.on_round(t, self.finished)
             if self._stalled(t, upcoming, background, bg_next):
                 break
             t = self._next_time(t, upcoming, background, bg_next, next_pass, next_tick)
@@ -211,21 +249,22 @@ class _Model:
         return bool(self.waiting)
 
     def _next_time(self, t, upcoming, background, bg_next, next_pass, next_tick) -> float:
-        soon = [r.end_at for r in self.running.values()]
+        while self._ends and (self.running.get(self._ends[0][1]) is None
+                              or self.running[self._ends[0][1]].end_at != self._ends[0][0]):
+            heapq.heappop(self._ends)          # stale
+        soon = [self._ends[0][0]] if self._ends else []
         if upcoming is not None:
             soon.append(upcoming.arrival)
         if bg_next < len(background):
             soon.append(background[bg_next].start)
         soon += [e for e, _, _ in self.held_bg]
-        later = [r.eligible_at for r in self.waiting.values() if not r.held
-                 and r.eligible_at > t]
-        soon += later
-        if any(not r.held and r.eligible_at <= t for r in self.waiting.values()):
-            soon.append(next_pass)
-        if self.synergy and (self.waiting or (self.rule.budget and self.running)
-                             or (self.cfg.shrink_memory and self.running)
-                             or (self.cfg.usage is not None and self.running)):
-            soon.append(next_tick)
+        if self._soon:
+            soon.append(self._soon[0][0])
+        if self._pass_due and self.visible:
+            soon.append(next_pass if next_pass > t else _next_on_grid(t, self.cfg.round_s))
+        if self.synergy and ((self._tick_due and self.waiting) or (
+                self._always_tick and self.running)):
+            soon.append(next_tick if next_tick > t else _next_on_grid(t, self.interval))
         nxt = min(soon) if soon else t + self.cfg.round_s
         return max(nxt, t + 1e-9) if nxt <= t else nxt
 
@@ -259,11 +298,17 @@ class _Model:
         if self.synergy:
             self._hook(run, servers)
         self.waiting[tj.job_id] = run
+        if not run.held:
+            self._to_slurm(run, tj.arrival)
 
     def _could_run(self, run: _Run) -> bool:
         """Whether the job fits its partition's nodes when they are empty."""
-        empty = ClusterState(run.pool.cluster.servers, (), run.fair)
-        return bool(main_pass([self._waiting(run)], empty, 0.0))
+        tj = run.trace
+        key = (run.pool.partition, tj.gpu_type, tj.gpus, tj.gpus_per_node, run.share)
+        if key not in self._fits_empty:
+            empty = ClusterState(run.pool.cluster.servers, (), run.fair)
+            self._fits_empty[key] = bool(main_pass([self._waiting(run)], empty, 0.0))
+        return self._fits_empty[key]
 
     def _hook(self, run: _Run, servers) -> None:
         """The job_submit hook: a known profile gets its ideal share (capped at a node);
@@ -280,6 +325,7 @@ class _Model:
     def _start(self, starts, t: float) -> None:
         for s in starts:
             run = self.waiting.pop(s.job_id)
+            self.visible.pop(s.job_id, None)
             run.alloc = Allocation(run.trace.job_id, run.trace.gpus, run.share, s.placement,
                                    run.speed(run.share), "slurm")
             run.run_start = t
@@ -288,20 +334,57 @@ class _Model:
             if run.start is None:
                 run.start = t
             self.running[s.job_id] = run
+            self._hold(run.alloc, 1)
+            heapq.heappush(self._ends, (run.end_at, s.job_id))
 
     def _finish(self, run: _Run) -> None:
         del self.running[run.trace.job_id]
+        self._hold(run.alloc, -1)
+        self.finished += 1
         run.finish = run.end_at
         run.work_s, run.debt_s = 0.0, 0.0
 
-    # -- what Slurm sees ---------------------------------------------------------------
-    def _visible(self, t: float) -> list[_Run]:
-        return [r for r in self.waiting.values() if not r.held and r.eligible_at <= t]
+    def _hold(self, alloc: Allocation | None, sign: int) -> None:
+        assert alloc is not None
+        for name, n in alloc.placement:
+            _add(self.jobs_used, name, alloc.share.times(n), sign)
+        self.used_total = _add_to(self.used_total, alloc.total, sign)
 
-    def _queue(self, runs: list[_Run], t: float) -> list[Waiting]:
-        specs = {r.trace.job_id: r for r in runs}
-        order = self.slurm_order.order([self._spec(r, t) for r in runs], t)
-        return [self._waiting(specs[s.id]) for s in order]
+    # -- what Slurm sees ---------------------------------------------------------------
+    def _visible(self) -> list[_Run]:
+        return list(self.visible.values())
+
+    def _to_slurm(self, run: _Run, t: float) -> None:
+        """A waiting job Slurm sees (not held) from its eligible time: now, or later."""
+        if run.eligible_at <= t:
+            self.visible[run.trace.job_id] = run
+        else:
+            heapq.heappush(self._soon, (run.eligible_at, run.trace.job_id))
+
+    def _due_now(self, t: float) -> bool:
+        """Jobs whose eligible time has come join Slurm's queue; whether any did."""
+        came = False
+        while self._soon and self._soon[0][0] <= t:
+            when, jid = heapq.heappop(self._soon)
+            run = self.waiting.get(jid)
+            if run is not None and not run.held and run.eligible_at == when:
+                self.visible[jid] = run
+                came = True
+        return came
+
+    def _queue(self, runs: list[_Run], t: float) -> Iterator[Waiting]:
+        """Slurm's queue in its order, made as the passes read it (they often stop early)."""
+        if self.slurm_order.name in ("fifo", "slurm"):
+            # Keys that do not change with time, read off the trace (core.policies' order).
+            slurm = self.slurm_order.name == "slurm"
+            ordered = sorted(runs, key=lambda r: (-r.trace.priority if slurm
+                                                  else r.trace.arrival,
+                                                  r.trace.arrival, r.trace.job_id))
+        else:
+            by_id = {r.trace.job_id: r for r in runs}
+            ordered = [by_id[s.id] for s in self.slurm_order.order(
+                [self._spec(r, t) for r in runs], t)]
+        return (self._waiting(r) for r in ordered)
 
     def _waiting(self, run: _Run) -> Waiting:
         gpu_type = run.trace.gpu_type or None
@@ -310,9 +393,8 @@ class _Model:
                        run.trace.gpus_per_node)
 
     def _holdings(self) -> list[tuple[str, Resources]]:
-        out = [(name, r.alloc.share.times(n)) for r in self.running.values()
-               if r.alloc is not None for name, n in r.alloc.placement]
-        return out + [(server, res) for _, server, res in self.held_bg]
+        return [(n, r) for used in (self.jobs_used, self.bg_used) for n, r in used.items()
+                if r != _NOTHING]
 
     def _cluster(self) -> ClusterState:
         return ClusterState(self.servers, tuple(self._holdings()), self.cfg.cluster.fair)
@@ -346,25 +428,34 @@ class _Model:
         if self.cfg.usage is not None:
             self._watch(t)
         holdings = self._holdings()
+        # One pass over the jobs: each pool's pending (held, or in Slurm's queue) and
+        # running ones, by GPU type.
+        pending: dict[tuple[str, str | None], list[_Run]] = {}
+        running: dict[tuple[str, str | None], list[_Run]] = {}
+        for r in self.waiting.values():
+            if r.held or r.trace.job_id in self.visible:
+                pending.setdefault((r.pool.partition, r.trace.gpu_type or None), []).append(r)
+        if self.rule.budget or self.cfg.shrink_memory:
+            for r in self.running.values():
+                running.setdefault((r.pool.partition, r.trace.gpu_type or None),
+                                   []).append(r)
         groups: list[PoolJobs] = []
         for pool in self.pools:
             here = pool.with_reserved(holdings)
-            mine = [r for r in (*self.waiting.values(), *self.running.values())
-                    if r.pool is pool]
-            for gpu_type in type_order(r.trace.gpu_type or None for r in mine):
-                group = [r for r in mine if (r.trace.gpu_type or None) == gpu_type]
-                pending = [self._spec(r, t) for r in group if r.trace.job_id in self.waiting
-                           and (r.held or r.eligible_at <= t)]
-                running = [r for r in group if r.trace.job_id in self.running]
-                movable = [(self._spec(r, t), r.alloc) for r in running
+            keys = {k for k in (*pending, *running) if k[0] == pool.partition}
+            for gpu_type in type_order(k[1] for k in keys):
+                on = running.get((pool.partition, gpu_type), [])
+                movable = [(self._spec(r, t), r.alloc) for r in on
                            if r.alloc is not None and not r.trace.fixed_s
                            and (r.trace.requeue_ok or not self.cfg.requeue_opt_in)
                            ] if self.rule.budget else []
-                shrink = [(self._spec(r, t), r.alloc) for r in running
+                shrink = [(self._spec(r, t), r.alloc) for r in on
                           if r.alloc is not None and r.profile is not None
                           and len({n for _, n in r.alloc.placement}) == 1
                           ] if self.cfg.shrink_memory else []
-                groups.append(PoolJobs(here, gpu_type, pending, movable, shrink))
+                groups.append(PoolJobs(here, gpu_type, [
+                    self._spec(r, t) for r in pending.get((pool.partition, gpu_type), [])],
+                    movable, shrink))
         last = {r.trace.job_id: r.requeued_at for r in self.running.values()}
         for pp in plan_pools(groups, self.policy, self.allocator, self.rule, last, t):
             if pp.round is None:
@@ -382,21 +473,27 @@ class _Model:
         if run.held:
             run.share, run.held = share, False
             run.eligible_at = t + self.cfg.release_delay_s
+            self._to_slurm(run, t)
             return
         raise_ = share.cpus > run.share.cpus or (share.cpus == run.share.cpus
                                                  and share.mem_gb != run.share.mem_gb)
         if raise_ or (share.cpus < run.share.cpus and self.cfg.lowers_pending):
             run.share = share
+            self._updated = True
 
     def _rerate(self, run: _Run, t: float, share: PerGpu) -> None:
         """A running job's memory lowered in place: no restart, its speed from now on."""
         assert run.alloc is not None
         run.work_s, run.debt_s = run.done_by(t)
         run.run_start = t
+        self._hold(run.alloc, -1)
         run.alloc = replace(run.alloc, share=share, how="shrunk")
+        self._hold(run.alloc, 1)
+        self._updated = True
         run.share = share
         run.rate = run.speed(share)
         run.end_at = t + run.debt_s + run.work_s / run.rate
+        heapq.heappush(self._ends, (run.end_at, run.trace.job_id))
 
     def _requeue(self, run: _Run, share: PerGpu, t: float) -> None:
         """Requeued with a larger share: back in the queue (released at once, seen by Slurm
@@ -404,12 +501,15 @@ class _Model:
         run.work_s, _ = run.done_by(t)
         run.debt_s = self.cfg.restart_cost_s
         del self.running[run.trace.job_id]
+        self._hold(run.alloc, -1)
         run.alloc, run.end_at = None, math.inf
         run.share, run.held = share, False
         run.eligible_at = t + self.cfg.release_delay_s
         run.restarts += 1
         run.requeued_at = t
         self.waiting[run.trace.job_id] = run
+        self._to_slurm(run, t)
+        self._updated = True
 
     def _watch(self, t: float) -> None:
         """The closed loop: what each running job's true profile keeps busy of its share,
@@ -427,14 +527,22 @@ class _Model:
                      if v.cap is not None}
 
     def _record(self, t: float) -> None:
-        used = Resources()
-        for r in self.running.values():
-            assert r.alloc is not None
-            used = used + r.alloc.total
+        used = self.used_total
         row = (t, used.gpus / self.total.gpus, used.cpus / self.total.cpus,
                used.mem_gb / self.total.mem_gb)
         if not self.util or self.util[-1][1:] != row[1:]:
             self.util.append(row)
+
+
+_NOTHING = Resources()
+
+
+def _add(used: dict[str, Resources], server: str, res: Resources, sign: int) -> None:
+    used[server] = _add_to(used.get(server, _NOTHING), res, sign)
+
+
+def _add_to(total: Resources, res: Resources, sign: int) -> Resources:
+    return total + res if sign > 0 else total - res
 
 
 def _next_on_grid(t: float, step: float) -> float:
