@@ -193,6 +193,12 @@ end
 -- Why synergy leaves this GPU request as submitted (nil: it reshapes it). The twin of
 -- synergy_slurm/vocabulary.py:not_reshaped; the controller applies the same rule, so the
 -- hook never holds a job that nothing would release.
+-- The twin of synergy_slurm/vocabulary.py's OWN_SHAPE.
+local OWN_SHAPE = {
+    ["cpus-per-task"] = "-c/--cpus-per-task", ["mem-per-cpu"] = "--mem-per-cpu",
+    ["ntasks-per-node"] = "--ntasks-per-node", exclusive = "--exclusive", mem0 = "--mem=0",
+}
+
 local function not_reshaped(per_job, per_node, per_task, per_socket, min_nodes, het, resv,
                             own_shape)
     if resv then return "jobs in a reservation are not reshaped" end
@@ -201,7 +207,8 @@ local function not_reshaped(per_job, per_node, per_task, per_socket, min_nodes, 
     if per_socket then return "--gpus-per-socket jobs are not reshaped" end
     if per_job and min_nodes > 1 then return "--gpus over several nodes is not reshaped" end
     if own_shape then
-        return own_shape .. " sets the job's cores or memory itself: left as submitted"
+        return (OWN_SHAPE[own_shape] or own_shape)
+            .. " sets the job's cores or memory itself: left as submitted"
     end
     if not (per_job or per_node) then return "GPU request synergy cannot reshape" end
     return nil
@@ -214,15 +221,15 @@ local function set_u16(v)
     return n
 end
 
--- The option by which the job sets its own cores or memory (vocabulary.GpuRequest's
--- own_shape): a per-GPU shape would fight it. nil when none.
+-- How the job sets its own cores or memory (vocabulary.GpuRequest's own_shape, a key of
+-- OWN_SHAPE): a per-GPU shape would fight it. nil when none.
 local function own_shape(job_desc)
-    if set_u16(job_desc.cpus_per_task) then return "-c/--cpus-per-task" end
-    if is_set(job_desc.min_mem_per_cpu) then return "--mem-per-cpu" end
-    if set_u16(job_desc.ntasks_per_node) then return "--ntasks-per-node" end
+    if set_u16(job_desc.cpus_per_task) then return "cpus-per-task" end
+    if is_set(job_desc.min_mem_per_cpu) then return "mem-per-cpu" end
+    if set_u16(job_desc.ntasks_per_node) then return "ntasks-per-node" end
     local shared = set_u16(job_desc.shared)
-    if shared ~= nil and shared ~= 1 then return "--exclusive" end
-    if tonumber(job_desc.pn_min_memory) == 0 then return "--mem=0" end
+    if shared ~= nil and shared ~= 1 then return "exclusive" end
+    if tonumber(job_desc.pn_min_memory) == 0 then return "mem0" end
     return nil
 end
 
@@ -273,10 +280,18 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
     if t.optout_uid[tonumber(submit_uid) or -1] then return "user opted out" end
     local comment = job_desc.comment
     if comment_token(comment, "synergy:off") then return "job opted out" end
+    local own = own_shape(job_desc)
     local refused = not_reshaped(per_job, per_node, per_task, per_socket,
         set_u32(job_desc.min_nodes) or 1, set_u32(job_desc.het_job_offset) ~= nil,
-        is_set(job_desc.reservation), own_shape(job_desc))
-    if refused then return "not reshaped: " .. refused end
+        is_set(job_desc.reservation), own)
+    if refused then
+        if own and refused:find("left as submitted", 1, true) then
+            -- Say so on the job: Slurm's JSON does not show every such option on every
+            -- release, and the controller must leave the job as the hook did.
+            append_admin_comment(job_desc, "synergy.managed=0,synergy.own=" .. own)
+        end
+        return "not reshaped: " .. refused
+    end
 
     -- Decide everything first, then change the job in one go.
     local tags = "synergy.managed=1"

@@ -57,6 +57,13 @@ def table_fresh(generated_at: float, max_age_s: float, now: float) -> bool:
     return now - generated_at <= max_age_s
 
 
+# The options by which a job sets its own cores or memory (the hook's synergy.own tag ->
+# the option as users write it). The twin of the table in job_submit_hook/synergy.lua.
+OWN_SHAPE = {"cpus-per-task": "-c/--cpus-per-task", "mem-per-cpu": "--mem-per-cpu",
+             "ntasks-per-node": "--ntasks-per-node", "exclusive": "--exclusive",
+             "mem0": "--mem=0"}
+
+
 @dataclass(frozen=True)
 class GpuRequest:
     """How a job asks for GPUs: per job (``--gpus``), per node (``--gpus-per-node``,
@@ -70,9 +77,9 @@ class GpuRequest:
     min_nodes: int = 1
     het: bool = False
     reservation: bool = False
-    # The option by which the job sets its own cores or memory, which a per-GPU shape
-    # would fight ("-c/--cpus-per-task", "--mem-per-cpu", "--ntasks-per-node",
-    # "--exclusive", "--mem=0"); "" when none.
+    # How the job sets its own cores or memory, which a per-GPU shape would fight: a key
+    # of OWN_SHAPE ("cpus-per-task", ...; the hook tags such a job with it, as
+    # synergy.own=KEY, so the controller knows on every release); "" when none.
     own_shape: str = ""
 
     @property
@@ -104,8 +111,8 @@ def not_reshaped(req: GpuRequest) -> str | None:
     if req.per_job and req.min_nodes > 1:
         return "--gpus over several nodes is not reshaped"
     if req.own_shape:
-        return (f"{req.own_shape} sets the job's cores or memory itself: left as "
-                "submitted")
+        return (f"{OWN_SHAPE.get(req.own_shape, req.own_shape)} sets the job's cores or "
+                "memory itself: left as submitted")
     if not (req.per_job or req.per_node):
         return "GPU request synergy cannot reshape"
     return None

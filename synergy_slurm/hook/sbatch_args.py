@@ -41,17 +41,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def own_shape(ns: argparse.Namespace) -> str:
-    """The option by which a job sets its own cores or memory (vocabulary.GpuRequest)."""
+    """How a job sets its own cores or memory (a key of vocabulary.OWN_SHAPE), or ""."""
     if ns.cpus_per_task is not None:
-        return "-c/--cpus-per-task"
+        return "cpus-per-task"
     if ns.mem_per_cpu is not None:
-        return "--mem-per-cpu"
+        return "mem-per-cpu"
     if ns.ntasks_per_node is not None:
-        return "--ntasks-per-node"
+        return "ntasks-per-node"
     if ns.exclusive is not None:
-        return "--exclusive"
+        return "exclusive"
     if ns.mem is not None and re.fullmatch(r"0+[KMGT]?", ns.mem.strip(), re.IGNORECASE):
-        return "--mem=0"
+        return "mem0"
     return ""
 
 

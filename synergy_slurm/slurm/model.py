@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..vocabulary import GpuRequest, synergy_tags
+from ..vocabulary import OWN_SHAPE, GpuRequest, synergy_tags
 
 PENDING = "PENDING"
 RUNNING = "RUNNING"
@@ -90,7 +90,14 @@ class SlurmJob:
     def gpu_request(self) -> GpuRequest:
         return GpuRequest(self.gpus_per_job, self.gpus_per_node, self.gpus_per_task,
                           self.gpus_per_socket, self.num_nodes, self.het_job_id is not None,
-                          bool(self.reservation))
+                          bool(self.reservation), self._own_shape())
+
+    def _own_shape(self) -> str:
+        """How it sets its own cores or memory, as the hook tagged it (synergy.own=KEY):
+        Slurm's JSON does not show every such option on every release, and a site's
+        DefMemPerCPU would make memory per CPU look asked for by every job."""
+        tag = self.tags.get("own", "")
+        return tag if tag in OWN_SHAPE else ""
 
     @property
     def pending_array(self) -> bool:

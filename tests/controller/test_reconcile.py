@@ -86,3 +86,22 @@ def test_runnable_and_profile_key():
     assert profile_key(job(8, comment="synergy:profile=bad!key")) == "bad"
     assert profile_key(job(10, comment="synergy:profile=" + "k" * 65)) is None
     assert profile_key(job(9, admin_comment="synergy.profile=../etc")) is None
+
+
+def test_a_job_the_hook_left_for_its_own_shape_is_not_managed():
+    """The hook tags a job that sets its own cores or memory (-c, --mem-per-cpu, ...)
+    synergy.managed=0,synergy.own=KEY; the controller leaves it with the same reason."""
+    from synergy_slurm.config import Config
+    from synergy_slurm.controller.classify import classify
+    from synergy_slurm.slurm.model import SlurmJob
+
+    job = SlurmJob(1, "alice", "PENDING", "gpu", gpus=2, gpus_per_job=2,
+                   comment="synergy:profile=res18",
+                   admin_comment="synergy.managed=0,synergy.own=cpus-per-task")
+    v = classify(job, Config(), frozenset())
+    assert not v.managed
+    assert v.reason == "-c/--cpus-per-task sets the job's cores or memory itself: left as " \
+                       "submitted"
+    plain = SlurmJob(2, "alice", "PENDING", "gpu", gpus=2, gpus_per_job=2,
+                     comment="synergy:profile=res18")
+    assert classify(plain, Config(), frozenset()).managed

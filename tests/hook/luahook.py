@@ -38,10 +38,10 @@ def job_desc(sub: Submission) -> dict[str, str]:
         d["min_mem_per_cpu"] = "2048"
     # As slurmctld passes them: NO_VAL16 when not given.
     own = sub.own_shape
-    d["cpus_per_task"] = "4" if own == "-c/--cpus-per-task" else "65534"
-    d["ntasks_per_node"] = "2" if own == "--ntasks-per-node" else "65534"
-    d["shared"] = "0" if own == "--exclusive" else "65534"
-    if own == "--mem=0":
+    d["cpus_per_task"] = "4" if own == "cpus-per-task" else "65534"
+    d["ntasks_per_node"] = "2" if own == "ntasks-per-node" else "65534"
+    d["shared"] = "0" if own == "exclusive" else "65534"
+    if own == "mem0":
         d["pn_min_memory"] = "0"
     # As slurmctld passes them: NO_VAL when not given.
     d["min_nodes"] = str(sub.min_nodes) if sub.min_nodes > 1 else "4294967294"

@@ -252,3 +252,33 @@ def test_a_sites_own_hook_and_synergys_apply_to_the_same_jobs(hook_etc, slurm_cl
     finally:
         time.sleep(1.1)
         script.write_text(ours)
+
+
+@pytest.mark.parametrize("option, tag", [("-c8", "cpus-per-task"),
+                                         ("--mem-per-cpu=4G", "mem-per-cpu")])
+def test_a_job_with_its_own_cores_or_memory_runs_as_submitted(hook_etc, slurm_cli, tmp_path,
+                                                              option, tag):
+    """-c / --mem-per-cpu beside --gpus: the hook leaves the job (no per-GPU shape, no
+    hold) and tags it so; it runs with the allocation plain Slurm gives it, read back; the
+    controller's classification leaves it with the same reason. The same job without the
+    option is shaped from its profile (9 cores/GPU)."""
+    from synergy_slurm.config import Config
+    from synergy_slurm.controller.classify import classify
+
+    write(hook_etc, make_table())
+    out = tmp_path / "o"
+    jid = submit(slurm_cli, REPORT + "; sleep 2", "--gpus=2", option,
+                 "--comment=synergy:profile=res18", "-o", str(out), tmp=tmp_path)
+    snap_job = job(slurm_cli, jid)
+    verdict = classify(snap_job, Config(), frozenset())
+    fields = wait_for(slurm_cli, jid, {"COMPLETED"})
+    assert f"synergy.managed=0,synergy.own={tag}" in fields.get("AdminComment", "")
+    assert per_gpu(fields, "CpusPerTres") in (None, 3)        # not the profile's 9
+    assert not verdict.managed and "left as submitted" in verdict.reason
+    cpus = int(out.read_text().split("cpus=")[1].split()[0])
+    if tag == "cpus-per-task":
+        assert cpus == 8
+    plain = submit(slurm_cli, REPORT, "--gpus=2", "--comment=synergy:profile=res18",
+                   "-o", str(tmp_path / "p"), tmp=tmp_path)
+    wait_for(slurm_cli, plain, {"COMPLETED"})
+    assert "cpus=18" in (tmp_path / "p").read_text()

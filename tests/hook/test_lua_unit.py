@@ -196,20 +196,22 @@ def test_the_module_joins_a_sites_own_hook_after_its_rules(hook_dir):
 
 
 @pytest.mark.parametrize("fields, option", [
-    ({"cpus_per_task": "8"}, "-c/--cpus-per-task"),
-    ({"min_mem_per_cpu": "4096"}, "--mem-per-cpu"),
-    ({"ntasks_per_node": "2"}, "--ntasks-per-node"),
-    ({"shared": "0"}, "--exclusive"),
-    ({"pn_min_memory": "0"}, "--mem=0"),
+    ({"cpus_per_task": "8"}, "cpus-per-task"),
+    ({"min_mem_per_cpu": "4096"}, "mem-per-cpu"),
+    ({"ntasks_per_node": "2"}, "ntasks-per-node"),
+    ({"shared": "0"}, "exclusive"),
+    ({"pn_min_memory": "0"}, "mem0"),
 ])
 def test_a_job_that_sets_its_own_cores_or_memory_is_left_as_submitted(hook_dir, fields,
                                                                         option):
     """-c, --mem-per-cpu, --ntasks-per-node, --exclusive, --mem=0: Slurm would give such a
     job the larger of its own request and a per-GPU shape, so the hook neither shapes nor
-    tags nor holds it (and the controller, by the same rule, leaves it too)."""
+    holds it; it tags it synergy.managed=0 with the option, so the controller, which
+    cannot see every such option in Slurm's JSON on every release, leaves it too."""
     base = {"tres_per_job": "gres:gpu:2", "comment": "synergy:profile=res18",
             "cpus_per_task": "65534", "ntasks_per_node": "65534", "shared": "65534"}
     r, _ = one(hook_dir, {**base, **fields})
-    assert (r.cpus_per_tres, r.mem_per_tres, r.admin_comment, r.priority) == ("", "", "", "")
+    assert (r.cpus_per_tres, r.mem_per_tres, r.priority) == ("", "", "")
+    assert r.admin_comment == f"synergy.managed=0,synergy.own={option}"
     plain, _ = one(hook_dir, base)
     assert plain.cpus_per_tres == "gres:gpu:9"       # the same job without it is shaped
