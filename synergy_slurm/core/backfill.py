@@ -26,6 +26,7 @@ import math
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
+from .ledger import spread
 from .resources import MEM_EPS, ClusterState, PerGpu, Resources
 
 # slurm.conf's defaults: bf_max_job_test (jobs tested per backfill pass) and bf_window
@@ -123,16 +124,7 @@ class _Timeline:
         whole = [i for i in fullest if rooms[i] >= job.gpus]
         if whole:
             return {whole[0]: job.gpus}
-        out: dict[int, int] = {}
-        left = job.gpus
-        for i in fullest:
-            k = min(rooms[i], left)
-            if k > 0:
-                out[i] = k
-                left -= k
-                if left == 0:
-                    return out
-        return None
+        return spread(fullest, rooms.__getitem__, job.gpus)
 
     def start(self, job: Waiting, placement: dict[int, int]) -> None:
         for i, n in placement.items():

@@ -7,7 +7,7 @@ below zero in any dimension; the finished round becomes an immutable :class:`Pla
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .demand import Demand, fair_capped
@@ -22,6 +22,22 @@ from .resources import MEM_EPS, ClusterState, PerGpu, floor_div
 # index order. Either way a job that asks per node (JobSpec.gpus_per_node) gets whole
 # nodes of that many GPUs, as Slurm places it.
 PLACEMENTS = ("fullest", "first-free")
+
+
+def spread(order: Iterable[int], room: Callable[[int], int], gpus: int
+           ) -> dict[int, int] | None:
+    """``gpus`` GPUs taken server by server in ``order``, as many on each as ``room`` says
+    fit there; None if they run out first (the spreading both Slurm and the ledger do)."""
+    out: dict[int, int] = {}
+    left = gpus
+    for i in order:
+        k = min(room(i), left)
+        if k > 0:
+            out[i] = k
+            left -= k
+            if left == 0:
+                return out
+    return None
 
 
 @dataclass
@@ -113,17 +129,9 @@ class Ledger:
         """Take GPUs server by server in ``order``, as many on each as its cores and memory
         allow at ``share``; None if they run out first."""
         c, m = share.cpus, share.mem_gb
-        out: dict[int, int] = {}
-        left = gpus
-        for i in order:
-            k = min(self.fg[i], left, self.fc[i] // c if c > 0 else left,
-                    floor_div(self.fm[i], m) if m > 0 else left)
-            if k > 0:
-                out[i] = k
-                left -= k
-                if left == 0:
-                    return out
-        return None
+        return spread(order, lambda i: min(
+            self.fg[i], self.fc[i] // c if c > 0 else gpus,
+            floor_div(self.fm[i], m) if m > 0 else gpus), gpus)
 
     def servers_by_free_gpus(self, at_least: int = 1) -> list[int]:
         return [i for _, i in sorted((g, i) for i, g in enumerate(self.fg) if g >= at_least)]
