@@ -117,7 +117,8 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
     assert ev.what == "submitted"
     # The job's --dataset-size reaches the profiler's memory model, with the site's
     # bandwidths from [profiling].
-    assert "--dataset-gb 50 --disk-gb-s 0.5 --mem-gb-s 10 --" in \
+    # 50G in Slurm's binary units: 51,200 MB, 51.2 of synergy's GB.
+    assert "--dataset-gb 51.2 --disk-gb-s 0.5 --mem-gb-s 10 --" in \
         submit_line(env, ctl, ev.slurm_job)
     wait_for(env["cli"], ev.slurm_job, {"COMPLETED", "FAILED"}, timeout_s=90)
     failed = []

@@ -43,8 +43,13 @@ def option_sets(n: int, seed: int = 1, typed: bool = True, partitions=("gpu", "c
             opts.append(f"--partition={rng.choice(partitions)}")
         own = rng.random()
         if kind != "none" and own < 0.15:
-            opts.append(rng.choice(["-c4", "--cpus-per-task=2", "--mem-per-cpu=4G",
-                                    "--ntasks-per-node=2", "--exclusive", "--mem=0"]))
+            # sbatch refuses two memory options together: those only where none is yet.
+            # (nor --cpus-per-gpu with --cpus-per-task).
+            mem_set = any(o.startswith(("--mem=", "--mem-per-gpu=")) for o in opts)
+            cpus_set = any(o.startswith("--cpus-per-gpu") for o in opts)
+            opts.append(rng.choice(["--ntasks-per-node=2", "--exclusive"]
+                                   + ([] if cpus_set else ["-c4", "--cpus-per-task=2"])
+                                   + ([] if mem_set else ["--mem-per-cpu=4G", "--mem=0"])))
         shape = rng.random()
         # sbatch itself refuses fewer GPUs (or tasks) than nodes.
         if shape < 0.1 and (kind in ("gpus-per-node", "gres", "none")

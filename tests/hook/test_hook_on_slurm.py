@@ -14,6 +14,7 @@ import pytest
 from synergy_slurm.hook.rules import decide
 from synergy_slurm.hook.sbatch_args import submission_from_args
 from synergy_slurm.hook.table import DISABLE_NAME, TABLE_NAME, HookTable
+from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.parse import per_gpu_value
 from synergy_slurm.slurm.reader import SlurmReader
 
@@ -209,7 +210,9 @@ def test_explain_agrees_with_the_real_hook(hook_etc, slurm_cli, tmp_path):
             got = per_gpu_value(rec["memory_per_tres"])
             assert got == d.mem_per_gpu_mb, (opts, rec["memory_per_tres"])
         if not d.managed:
-            assert "synergy" not in rec["admin_comment"], opts
+            assert "synergy.managed=1" not in rec["admin_comment"], opts
+            assert ("synergy.own=" in rec["admin_comment"]) == bool(
+                sub.own_shape and "left as submitted" in d.reason), opts
         else:
             assert "synergy.managed=1" in rec["admin_comment"], opts
             assert ("synergy.held=1" in rec["admin_comment"]) == d.hold, opts
@@ -238,10 +241,9 @@ def test_a_sites_own_hook_and_synergys_apply_to_the_same_jobs(hook_etc, slurm_cl
         assert res.exit_code == 0 and "the site's own, already joined" in res.output
         assert script.read_text() == site.replace("@SYNERGY_DIR@", str(hook_etc))
         write(hook_etc, make_table())
-        bad = subprocess.run(["sbatch", "--parsable", "-A", "bad", "--gpus=1",
-                              "--comment=synergy:profile=res18", "--wrap", "true"],
-                             capture_output=True, text=True, check=False)
-        assert bad.returncode != 0 and "site policy: account 'bad'" in bad.stderr
+        with pytest.raises(SlurmError, match="site policy: account 'bad'"):
+            slurm_cli.run("sbatch", ["--parsable", "-A", "bad", "--gpus=1",
+                                     "--comment=synergy:profile=res18", "--wrap", "true"])
         out = tmp_path / "o"
         jid = submit(slurm_cli, REPORT, "--gpus=1", "--comment=synergy:profile=res18",
                      "-o", str(out), tmp=tmp_path)
