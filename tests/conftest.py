@@ -76,11 +76,13 @@ def slurm_cluster(request):
                       binds=tuple(str(d.resolve()) for d in [shared_dir()] if d.is_dir()),
                       accounting=True)
     devcluster.down(devcluster.existing_spec(TEST_CLUSTER_DIR))  # leftovers of a broken run
+    # The test users before the cluster: a release from a cached root sees the host's
+    # /etc/passwd as it was when its daemons started (useradd replaces the file), and
+    # slurmctld maps an association to its user's uid when the association is added (one
+    # added for a user that did not exist yet never matches: "Invalid account or
+    # account/partition combination specified").
+    created = [u for u in TEST_USERS if _ensure_user(u)]
     seconds, spec = devcluster.up(spec, install=True, timeout_s=90)
-    # The Unix user first: slurmctld maps an association to its user's uid when the
-    # association is added, so one added for a user that did not exist yet never matches
-    # (its jobs: "Invalid account or account/partition combination specified").
-    created = _ensure_user(UNPRIVILEGED_USER)
     devcluster.add_user(spec, UNPRIVILEGED_USER)
     version = devcluster.release_info(spec).get("version")
     msg = (f"dev cluster: Slurm {version}, 4 nodes idle {seconds:.2f} s after start "
@@ -94,8 +96,8 @@ def slurm_cluster(request):
     yield spec
     os.environ["PATH"] = path
     devcluster.down(spec)
-    if created:
-        _remove_user(UNPRIVILEGED_USER)
+    for user in created:
+        _remove_user(user)
 
 
 def slurm_section(spec) -> str:
@@ -122,6 +124,9 @@ def slurm_cli(slurm_cluster):
 
 
 UNPRIVILEGED_USER = "synergy-t-user"
+# A user the tests make a Slurm admin (AdminLevel=Admin), as a site's controller service user.
+ADMIN_USER = "synergy-t-ctl"
+TEST_USERS = (UNPRIVILEGED_USER, ADMIN_USER)
 
 
 @pytest.fixture(scope="session")

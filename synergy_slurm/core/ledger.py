@@ -17,10 +17,10 @@ from .resources import MEM_EPS, ClusterState, PerGpu, floor_div
 
 # How a job's GPUs are chosen. "fullest": whole on the server with the fewest free GPUs
 # where it fits, else spread over the fullest servers (packs, keeps servers whole for big
-# jobs): what Slurm's cons_tres does with a --gpus=N job (verified on 22.05 and 26.05, see
-# docs/slurm-notes.md). "first-free": the reference simulator's, the first free GPUs in
-# index order. Either way a job that asks per node (JobSpec.gpus_per_node) gets whole
-# nodes of that many GPUs, as Slurm places it.
+# jobs): what Slurm's cons_tres does with a --gpus=N job (on 22.05; 24.11 and 26.05 prefer
+# an idle node where one holds it, see docs/slurm-notes.md). "first-free": the reference
+# simulator's, the first free GPUs in index order. Either way a job that asks per node
+# (JobSpec.gpus_per_node) gets whole nodes of that many GPUs, as Slurm places it.
 PLACEMENTS = ("fullest", "first-free")
 
 
