@@ -177,7 +177,8 @@ class SlurmWriter:
         self.verify(job, shape)
         self.release(job.job_id)
 
-    def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int) -> None:
+    def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int,
+                             timeout_s: float = 20.0) -> None:
         """Lower a running job's memory to ``mem_per_gpu_mb`` per GPU on each of its nodes,
         in place; raise :class:`ChangeIgnored` if its allocation does not show it after.
         Slurm sets memory per node for a running job: a job with different GPU counts on
@@ -192,14 +193,23 @@ class SlurmWriter:
             raise Unsupported(f"job {job.job_id}: {want} MB per node is not lower than "
                               "what it holds")
         self.mutate(["update", f"JobId={int(job.job_id)}", f"MinMemoryNode={want}"])
-        fields = self.read(job.job_id)
-        held = dict(kv.split("=", 1) for kv in fields.get("AllocTRES", "").split(",")
-                    if "=" in kv).get("mem", "")
+        # The resize is asynchronous: slurmctld marks the job RESIZING, asks each node's
+        # slurmd to lower its limit and changes the allocation only when every node has
+        # answered (seconds on a loaded machine). Wait for that before calling it done.
         nodes = len([a for a in job.alloc if a.gpus > 0])
-        # AllocTRES may round large values into G/T units: within half a percent.
-        if not held or abs(mem_mb(held) - want * nodes) > 0.005 * want * nodes:
-            raise ChangeIgnored(f"job {job.job_id}: asked {want} MB per node, Slurm shows "
-                                f"AllocTRES={fields.get('AllocTRES')}")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            fields = self.read(job.job_id)
+            held = dict(kv.split("=", 1) for kv in fields.get("AllocTRES", "").split(",")
+                        if "=" in kv).get("mem", "")
+            # AllocTRES may round large values into G/T units: within half a percent.
+            if held and abs(mem_mb(held) - want * nodes) <= 0.005 * want * nodes:
+                return
+            if time.monotonic() > deadline:
+                raise ChangeIgnored(f"job {job.job_id}: asked {want} MB per node, Slurm "
+                                    f"shows AllocTRES={fields.get('AllocTRES')} after "
+                                    f"{timeout_s:.0f} s")
+            time.sleep(self.poll_s)
 
     def wait_state(self, job_id: int, state: str, timeout_s: float) -> dict[str, str]:
         deadline = time.monotonic() + timeout_s
