@@ -43,7 +43,7 @@ def main() -> int:
     try:
         cfg = config_from_dict({
             "slurm": {"conf": str(spec.conf_path), "timeout_s": 120.0},
-            "hook": {"dir": str(spec.etc)},
+            "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
             "profiles": {"file": str(PROFILES)},
             "controller": {"state_db": str(work / "state.db"),
                            "audit_log": str(work / "audit.jsonl")}})

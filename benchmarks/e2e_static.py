@@ -106,7 +106,7 @@ def main() -> int:
         prop_s = run_trace(cli, trace, profiles_path, args.scale, work, "proportional")
         cfg = config_from_dict({
             "slurm": {"conf": str(spec.conf_path), "bindir": str(cli.bindir or "")},
-            "hook": {"dir": str(spec.etc)},
+            "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
             "profiles": {"file": str(profiles_path)},
             "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
                            "interval_s": max(0.5, round_s * args.scale),

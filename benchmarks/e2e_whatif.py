@@ -174,7 +174,7 @@ def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
     cfg_doc = {
         "slurm": {"conf": str(spec.conf_path), "bindir": str(spec.bindir)
                   if spec.bindir.is_dir() else ""},
-        "hook": {"dir": str(spec.etc), "partitions": parts,
+        "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc), "partitions": parts,
                  "default_partition": site.default_partition.name},
         "profiles": {"file": str(profiles_path), "store": str(work / "profiles.db")},
         "controller": {"mode": "enforce", "allocator": "tune",

@@ -4,7 +4,7 @@ synergy-slurm's job_submit rules, as a Lua module (job_submit_hook/synergy.lua).
 slurmctld runs a site's job_submit.lua (JobSubmitPlugins=lua loads it from the directory
 of slurm.conf). This module joins it in one line, at the end of that file:
 
-    dofile("/etc/slurm/synergy.lua").chain()
+    dofile("/etc/slurm/synergy.lua").chain("/var/lib/synergy")
 
 chain() wraps the site's slurm_job_submit: the site's rules run first (partition routing,
 limits, rejections), and only a job they accept gets synergy's rules, on the partition they
@@ -33,8 +33,11 @@ submission the module only stats the disable file and the table (LuaFileSystem, 
 lua-filesystem) and reads the table only when it was replaced; without LuaFileSystem it
 re-reads the table at most every REFRESH_S seconds. All values from the table are checked.
 
-Files, beside this module:
-  synergy-hook.table    written by `synergy hook export` / the controller (atomically)
+Files, in the state directory chain() is given ([hook] state_dir, /var/lib/synergy by
+default; beside this module when chain() is given none, as in the dev cluster), runtime state
+that configuration management and configless Slurm never overwrite:
+  synergy-hook.table    written by `synergy hook export` / the controller (atomically);
+                        a table of another format version is refused (jobs pass unchanged)
   synergy-hook.disable  if it exists, synergy's rules do nothing (the kill switch)
 ]]
 
@@ -51,6 +54,7 @@ local function script_dir()
 end
 
 local DIR = script_dir()
+-- Set by chain(state_dir); beside the module until then.
 local TABLE_PATH = DIR .. "/synergy-hook.table"
 local DISABLE_PATH = DIR .. "/synergy-hook.disable"
 
@@ -349,7 +353,18 @@ end
 -- Join the site's job_submit.lua: its slurm_job_submit first, then synergy's rules on the
 -- jobs it accepts; where it defines none, synergy's alone. A slurm_job_modify of the site
 -- is left as it is.
-function M.chain()
+function M.chain(state_dir)
+    -- A bad argument must not stop slurmctld loading the site's script: say so and look
+    -- for no table there (jobs pass unchanged until it is fixed).
+    if state_dir ~= nil and (type(state_dir) ~= "string" or state_dir:sub(1, 1) ~= "/") then
+        slurm.log_info("synergy hook: chain(%s): not an absolute directory", tostring(state_dir))
+        state_dir = "/nonexistent-synergy-state-dir"
+    end
+    if state_dir ~= nil then
+        TABLE_PATH = state_dir .. "/synergy-hook.table"
+        DISABLE_PATH = state_dir .. "/synergy-hook.disable"
+        cache.stamp, cache.data, cache.err, cache.checked_at = nil, nil, nil, -1
+    end
     local site = slurm_job_submit
     if site == nil then
         slurm_job_submit = M.job_submit

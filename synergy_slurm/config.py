@@ -10,7 +10,8 @@ the key, so a typo never silently changes behaviour.
                                         # for the running Slurm's release)
 
     [hook]
-    dir = "/etc/slurm"                  # where job_submit.lua and its table live
+    dir = "/etc/slurm"                  # where job_submit.lua and synergy.lua live
+    state_dir = "/var/lib/synergy"      # the hook table and the kill switch (runtime state)
     partitions = ["gpu"]
     default_partition = "gpu"
     optout_users = []                   # user names whose jobs synergy never touches
@@ -133,6 +134,10 @@ class SlurmSection(_Checked):
 @dataclass(frozen=True)
 class HookSection(_Checked):
     dir: str = "/etc/slurm"
+    # Runtime state: the hook table the controller rewrites every round and the kill
+    # switch. Not beside slurm.conf, which configuration management and configless Slurm
+    # own; job_submit.lua names it (`synergy hook install` writes the line).
+    state_dir: str = "/var/lib/synergy"
     partitions: tuple[str, ...] = ("gpu",)
     default_partition: str = "gpu"
     optout_users: tuple[str, ...] = ()
@@ -146,6 +151,9 @@ class HookSection(_Checked):
         if not self.dir.startswith("/"):
             out.append(f"dir = {self.dir!r}: must be the absolute directory of slurm.conf "
                        "(slurmctld loads job_submit.lua from there)")
+        if not self.state_dir.startswith("/"):
+            out.append(f"state_dir = {self.state_dir!r}: must be an absolute directory (the "
+                       "hook table and the kill switch live there)")
         if not self.partitions:
             out.append("partitions: give at least one partition")
         out += [f"partitions: bad partition name {p!r}" for p in self.partitions

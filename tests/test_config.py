@@ -112,7 +112,8 @@ def test_config_check_catches_what_an_admin_gets_wrong(tmp_path):
     res = CliRunner().invoke(main, ["config", "check", "--config", str(bad)])
     assert "default_partition = 'other': not one of partitions (gpu)" in res.output
     missing = tmp_path / "missing.toml"
-    missing.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\nfile = "{tmp_path}/p.json"\n'
+    missing.write_text(f'[hook]\ndir = "{tmp_path}"\nstate_dir = "{tmp_path}"\n'
+                       f'[profiles]\nfile = "{tmp_path}/p.json"\n'
                        f'[slurm]\nbindir = "{tmp_path}"\n')
     res = CliRunner().invoke(main, ["config", "check", "--config", str(missing)])
     assert res.exit_code == 2

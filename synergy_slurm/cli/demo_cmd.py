@@ -217,7 +217,7 @@ def _config_dict(spec, profiles_path: Path, d: Path, partitions: list[str]) -> d
         slurm["bindir"] = str(spec.bindir)
     default = spec.layout.default_partition.name
     return {"slurm": slurm,
-            "hook": {"dir": str(spec.etc), "partitions": partitions,
+            "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc), "partitions": partitions,
                      "default_partition": default},
             "profiles": {"file": str(profiles_path), "store": str(d / "profiles.db")},
             "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",

@@ -22,7 +22,7 @@ from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.reader import SlurmReader
 from ..slurm.writer import NotEnforcing, SlurmWriter
 from ..vocabulary import table_fresh
-from .errors import BadInput, Failed, writable_file
+from .errors import BadInput, Failed, writable_dir, writable_file
 from .options import config_or_exit
 
 CONFIG_OPTION = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -39,7 +39,7 @@ def hook() -> None:
                                            "allow_interspersed_args": False})
 @CONFIG_OPTION
 @click.option("--table", "table_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Hook table to use (default: the configured hook dir's).")
+              help="Hook table to use (default: the one in [hook] state_dir).")
 @click.option("--uid", type=int, default=None, help="Submitting uid (default: yours).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
@@ -68,12 +68,16 @@ def explain_cmd(config_path, table_file, uid, fmt, sbatch_args) -> None:
 @click.option("--node-mem-mb", type=click.IntRange(1))
 @click.option("--node-gpus", type=click.IntRange(1))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Default: <hook dir>/synergy-hook.table.")
+              help="Default: <[hook] state_dir>/synergy-hook.table.")
 def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, out) -> None:
     """Write the hook table (atomically). The controller does this every round; run it by
     hand to try the hook without the controller (the table expires after max_age_s)."""
     cfg = config_or_exit(config_path)
-    dest = writable_file(out or table_path(cfg.hook), "--out" if out else "[hook] dir")
+    if out is None:
+        writable_dir(Path(cfg.hook.state_dir), "[hook] state_dir")   # made when missing
+    dest = out or table_path(cfg.hook)
+    if out is not None:
+        writable_file(out, "--out")
     if profiles_path is not None:
         try:
             profiles = load_profiles(profiles_path)
@@ -112,14 +116,20 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
 
 
 @hook.command("install")
+@CONFIG_OPTION
 @click.option("--conf-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("/etc/slurm"), show_default=True,
-              help="The directory of slurm.conf (job_submit/lua loads job_submit.lua there).")
+              default=None, help="The directory of slurm.conf (job_submit/lua loads "
+              "job_submit.lua there). Default: [hook] dir (/etc/slurm).")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Where the hook reads its table and kill switch, the "
+              "controller's runtime state. Default: [hook] state_dir (/var/lib/synergy); "
+              "made with --write.")
 @click.option("--write", is_flag=True, help="Write the files (else only say what it would "
               "do).")
 @click.option("--force", is_flag=True, help="Replace a job_submit.lua or synergy.lua that "
               "synergy did not write (each backed up as FILE.bak-TIME first).")
-def install_cmd(conf_dir: Path, write: bool, force: bool) -> None:
+def install_cmd(config_path, conf_dir: Path | None, state_dir: Path | None, write: bool,
+                force: bool) -> None:
     """Install the hook beside slurm.conf: synergy.lua (synergy's rules) and, where the
     site has no job_submit.lua of its own, a two-line job_submit.lua that runs them.
 
@@ -128,8 +138,19 @@ def install_cmd(conf_dir: Path, write: bool, force: bool) -> None:
     refuse stays refused). --force replaces it instead, after a backup and a diff. Files
     synergy wrote before are updated. Without --write it only says what it would do.
     Then `scontrol reconfigure` (or the next submission, for an updated module) loads it.
+
+    The hook table and the kill switch live in the state directory, not beside slurm.conf
+    (configuration management and configless Slurm own that one): the joining line names
+    it, and the controller writes the table there.
     """
-    steps = install.plan(conf_dir, shipped_file(HOOK_LUA), shipped_file(HOOK_MODULE), force)
+    cfg = config_or_exit(config_path)
+    conf_dir = conf_dir or Path(cfg.hook.dir)
+    state_dir = state_dir or Path(cfg.hook.state_dir)
+    try:
+        steps = install.plan(conf_dir, state_dir, shipped_file(HOOK_LUA),
+                             shipped_file(HOOK_MODULE), force)
+    except ValueError as exc:
+        raise BadInput(f"--state-dir: {exc}") from None
     for st in steps:
         verb = {"write": "write", "keep": "keep", "replace": "replace",
                 "refuse": "refuse to overwrite"}[st.action]
@@ -146,6 +167,14 @@ def install_cmd(conf_dir: Path, write: bool, force: bool) -> None:
         for st in steps:
             if st.changes:
                 writable_file(st.path, "--conf-dir")
+        if not state_dir.is_dir():
+            try:
+                state_dir.mkdir(mode=0o755, parents=True)
+            except OSError as exc:
+                raise Failed(f"--state-dir {state_dir}: cannot make it ({exc.strerror})") \
+                    from None
+            click.echo(f"made {state_dir} (the controller writes the hook table there; "
+                       "slurmctld's user must be able to read it)")
         for backup in install.apply(steps, time.strftime("%Y%m%d-%H%M%S")):
             click.echo(f"backed up {backup}")
         click.echo("installed" if any(st.changes for st in steps) else "nothing to change")
@@ -154,7 +183,7 @@ def install_cmd(conf_dir: Path, write: bool, force: bool) -> None:
     click.echo("# slurm.conf needs (append lua to an existing JobSubmitPlugins list):")
     click.echo("JobSubmitPlugins=lua")
     click.echo("# then: scontrol reconfigure")
-    click.echo(f"# kill switch: touch {conf_dir / DISABLE_NAME}")
+    click.echo(f"# kill switch: touch {state_dir / DISABLE_NAME}")
 
 
 @hook.command("failsafe")

@@ -35,4 +35,4 @@ def build_table(hook: HookSection, profiles: Mapping[str, Profile], node_cpus: i
 
 
 def table_path(hook: HookSection) -> Path:
-    return Path(hook.dir) / TABLE_NAME
+    return Path(hook.state_dir) / TABLE_NAME

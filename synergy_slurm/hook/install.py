@@ -22,10 +22,20 @@ SCRIPT_MARK = "-- synergy-slurm: job_submit.lua for a site without rules of its 
 MODULE_MARK = "synergy-slurm's job_submit rules, as a Lua module"
 
 
-def join_line(conf_dir: Path) -> str:
+def join_line(conf_dir: Path, state_dir: Path) -> str:
     """The line a site's job_submit.lua ends with (before its final return) to run
-    synergy's rules after its own."""
-    return f'dofile("{conf_dir / MODULE}").chain()'
+    synergy's rules after its own, reading the table in ``state_dir``."""
+    return f'dofile("{conf_dir / MODULE}").chain("{state_dir}")'
+
+
+def render_script(template: str, state_dir: Path) -> str:
+    """The shipped stand-alone job_submit.lua, naming the state directory (the template's
+    bare ``chain()`` reads the table beside the module, as the dev cluster keeps it)."""
+    if not str(state_dir).startswith("/") or '"' in str(state_dir) or "\\" in str(state_dir):
+        raise ValueError(f"state dir {state_dir}: must be an absolute path without quotes")
+    if ".chain()" not in template:
+        raise ValueError("the shipped job_submit.lua has no chain() call")
+    return template.replace(".chain()", f'.chain("{state_dir}")', 1)
 
 
 @dataclass(frozen=True)
@@ -37,7 +47,7 @@ class Step:
     path: Path
     action: str
     why: str
-    source: Path | None = None
+    text: str = ""
     diff: str = ""
 
     @property
@@ -45,44 +55,51 @@ class Step:
         return self.action in ("write", "replace")
 
 
-def plan(conf_dir: Path, script_src: Path, module_src: Path, force: bool) -> list[Step]:
-    """What installing into ``conf_dir`` would do, the module first."""
-    return [_module_step(conf_dir / MODULE, module_src, force),
-            _script_step(conf_dir, script_src, force)]
+def plan(conf_dir: Path, state_dir: Path, script_src: Path, module_src: Path,
+         force: bool) -> list[Step]:
+    """What installing into ``conf_dir`` would do, the module first. The stand-alone
+    script reads the hook table in ``state_dir``."""
+    script = render_script(script_src.read_text(), state_dir)
+    return [_module_step(conf_dir / MODULE, module_src.read_text(), force),
+            _script_step(conf_dir, state_dir, script, force)]
 
 
-def _module_step(dst: Path, src: Path, force: bool) -> Step:
+def _module_step(dst: Path, new: str, force: bool) -> Step:
     if not dst.exists():
-        return Step(dst, "write", "new", src)
+        return Step(dst, "write", "new", new)
     old = _text(dst)
-    if old == src.read_text():
-        return Step(dst, "keep", "already this version", src)
+    if old == new:
+        return Step(dst, "keep", "already this version", new)
     if MODULE_MARK in old[:400]:
-        return Step(dst, "write", "an earlier synergy.lua: updated", src, _diff(dst, old, src))
+        return Step(dst, "write", "an earlier synergy.lua: updated", new, _diff(dst, old, new))
     if force:
-        return Step(dst, "replace", "not synergy's: replaced (--force), backed up", src,
-                    _diff(dst, old, src))
+        return Step(dst, "replace", "not synergy's: replaced (--force), backed up", new,
+                    _diff(dst, old, new))
     return Step(dst, "refuse", "exists and is not synergy's (give --force to replace it, "
-                "with a backup)", src, _diff(dst, old, src))
+                "with a backup)", new, _diff(dst, old, new))
 
 
-def _script_step(conf_dir: Path, src: Path, force: bool) -> Step:
+def _script_step(conf_dir: Path, state_dir: Path, new: str, force: bool) -> Step:
     dst = conf_dir / SCRIPT
     if not dst.exists():
-        return Step(dst, "write", "new: synergy's rules alone", src)
+        return Step(dst, "write", "new: synergy's rules alone", new)
     old = _text(dst)
-    if old == src.read_text():
-        return Step(dst, "keep", "already this version", src)
+    if old == new:
+        return Step(dst, "keep", "already this version", new)
     if old.startswith(SCRIPT_MARK):
-        return Step(dst, "write", "an earlier synergy job_submit.lua: updated", src,
-                    _diff(dst, old, src))
-    if f'{MODULE}").chain()' in old:
-        return Step(dst, "keep", "the site's own, already joined to synergy's rules", src)
+        return Step(dst, "write", "an earlier synergy job_submit.lua: updated", new,
+                    _diff(dst, old, new))
+    line = join_line(conf_dir, state_dir)
+    if line in old:
+        return Step(dst, "keep", "the site's own, already joined to synergy's rules", new)
+    if f'{MODULE}").chain(' in old:
+        return Step(dst, "keep", "the site's own, joined to synergy's rules with another "
+                    f"state directory: make its line {line}", new)
     if force:
         return Step(dst, "replace", "the site's own: replaced (--force), backed up; its "
-                    "rules no longer run", src, _diff(dst, old, src))
+                    "rules no longer run", new, _diff(dst, old, new))
     return Step(dst, "keep", "the site's own: left as it is; add this line at its end, "
-                f"before its final return: {join_line(conf_dir)}", src)
+                f"before its final return: {line}", new)
 
 
 def apply(steps: list[Step], stamp: str) -> list[Path]:
@@ -95,13 +112,12 @@ def apply(steps: list[Step], stamp: str) -> list[Path]:
     for s in steps:
         if not s.changes:
             continue
-        assert s.source is not None
         if s.action == "replace":
             backup = s.path.with_name(f"{s.path.name}.bak-{stamp}")
             shutil.copy2(s.path, backup)
             backups.append(backup)
         tmp = s.path.with_name(s.path.name + ".new")
-        shutil.copyfile(s.source, tmp)
+        tmp.write_text(s.text)
         tmp.chmod(0o644)
         tmp.replace(s.path)
     script = next((s.path for s in steps if s.path.name == SCRIPT), None)
@@ -116,7 +132,7 @@ def _text(path: Path) -> str:
     return path.read_text(errors="replace")
 
 
-def _diff(dst: Path, old: str, src: Path) -> str:
+def _diff(dst: Path, old: str, new: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(keepends=True),
-                                        src.read_text().splitlines(keepends=True),
+                                        new.splitlines(keepends=True),
                                         str(dst), f"{dst} (synergy's)", n=2))

@@ -158,7 +158,7 @@ def test_an_unprivileged_user_submits_as_themself(slurm_cluster, slurm_cli, unpr
 def test_explain_json_has_the_hook_and_controller_views(tmp_path, profiles_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "synergy.toml"
-    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\n'
+    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\nstate_dir = "{tmp_path}"\n[profiles]\n'
                    f'file = "{profiles_path}"\n'
                    f'store = "{tmp_path / "none.db"}"\n')
     args = ["--explain", "--format", "json", "--config", str(cfg), "--profile-key", "alexnet",

@@ -111,6 +111,7 @@ def test_explain_and_dry_run_submit_nothing_and_explain_matches_the_hook(
         sbatch, slurm_cli, slurm_cluster, tmp_path, profiles_path):
     cfg = tmp_path / "synergy.toml"
     cfg.write_text(slurm_section(slurm_cluster) + f'[hook]\ndir = "{slurm_cluster.etc}"\n'
+                   f'state_dir = "{slurm_cluster.etc}"\n'
                    f'[profiles]\nfile = "{profiles_path}"\n'
                    f'store = "{tmp_path / "none.db"}"\n')
     script = tmp_path / "train.sh"

@@ -23,6 +23,7 @@ def env(slurm_cluster, slurm_cli, tmp_path, profiles_path):
 {slurm_section(slurm_cluster)}timeout_s = 15
 [hook]
 dir = "{slurm_cluster.etc}"
+state_dir = "{slurm_cluster.etc}"
 hold_unknown = true
 hold_known = true
 max_age_s = 60

@@ -52,7 +52,8 @@ def env(mixed, tmp_path, profiles_path):
     cfg = config_from_dict({
         "slurm": {"conf": str(mixed.conf_path),
                   "bindir": str(mixed.bindir) if mixed.bindir.is_dir() else ""},
-        "hook": {"dir": str(mixed.etc), "partitions": ["a100", "h100", "all"],
+        "hook": {"dir": str(mixed.etc), "state_dir": str(mixed.etc),
+                 "partitions": ["a100", "h100", "all"],
                  "default_partition": "a100", "max_age_s": 60},
         "profiles": {"file": str(profiles_path),
                      "store": str(tmp_path / "p.db")},

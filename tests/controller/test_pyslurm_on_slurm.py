@@ -139,6 +139,7 @@ def test_a_controller_round_with_pyslurm_shapes_and_releases(slurm_cluster, slur
         cfg.write_text(f"""{slurm_section(slurm_cluster)}reader = "pyslurm"
 [hook]
 dir = "{slurm_cluster.etc}"
+state_dir = "{slurm_cluster.etc}"
 max_age_s = 60
 [profiles]
 file = "{profiles_path}"

@@ -92,7 +92,7 @@ def snapshot(*jobs: SlurmJob, nodes=None, **limits) -> Snapshot:
 
 def controller(tmp_path, paper_profiles_path, snap, mode="enforce", fail=frozenset(),
                **controller_keys) -> tuple[Controller, FakeWriter]:
-    doc = {"hook": {"dir": str(tmp_path)},
+    doc = {"hook": {"dir": str(tmp_path), "state_dir": str(tmp_path)},
            "profiles": {"file": str(paper_profiles_path), "store": str(tmp_path / "p.db")},
            "controller": {"mode": mode, "state_db": str(tmp_path / "state.db"),
                           "audit_log": str(tmp_path / "audit.jsonl"),
@@ -267,6 +267,7 @@ def test_each_partition_is_planned_with_its_own_share_and_shared_nodes_count_onc
                     "22.05.8")
     ctl, writer = controller(tmp_path, profiles_path, snap)
     ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
+                                                      "state_dir": str(tmp_path),
                                                       "partitions": ["small", "big"],
                                                       "default_partition": "small"}})
     plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), list(jobs), ctl.profiles(), False, False,
@@ -301,6 +302,7 @@ def test_a_typed_request_is_planned_on_nodes_of_its_type(tmp_path, profiles_path
                                                               True),), "22.05.8")
     ctl, _ = controller(tmp_path, profiles_path, snap)
     ctl.cfg = config_from_dict({**_doc(ctl), "hook": {"dir": str(tmp_path),
+                                                      "state_dir": str(tmp_path),
                                                       "partitions": ["all"],
                                                       "default_partition": "all"}})
     plan, _ = ctl._plan_pools(snap, pools(snap, ctl.cfg), [typed, plain], ctl.profiles(),

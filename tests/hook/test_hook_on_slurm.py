@@ -168,7 +168,8 @@ def test_hold_only_while_the_table_is_fresh_and_failsafe_release(hook_etc, slurm
     wait_for(slurm_cli, free, {"COMPLETED"})
     # ...and the fail-safe releases the one held before.
     cfg = tmp_path / "synergy.toml"
-    cfg.write_text(slurm_section(slurm_cluster) + f'[hook]\ndir = "{hook_etc}"\n')
+    cfg.write_text(slurm_section(slurm_cluster) + f'[hook]\ndir = "{hook_etc}"\n'
+                   f'state_dir = "{hook_etc}"\n')
     res = CliRunner().invoke(main, ["hook", "failsafe", "--config", str(cfg)])
     assert res.exit_code == 0, res.output
     assert f"released {held}" in res.output

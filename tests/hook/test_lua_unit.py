@@ -215,3 +215,27 @@ def test_a_job_that_sets_its_own_cores_or_memory_is_left_as_submitted(hook_dir, 
     assert r.admin_comment == f"synergy.managed=0,synergy.own={option}"
     plain, _ = one(hook_dir, base)
     assert plain.cpus_per_tres == "gres:gpu:9"       # the same job without it is shaped
+
+
+def test_the_table_is_read_from_the_state_dir_the_chain_line_names(tmp_path):
+    """Runtime state lives apart from slurm.conf's directory ([hook] state_dir): the
+    installed line names it; a table beside the module is then not read, and the kill
+    switch is the state dir's. A bad argument passes jobs unchanged, never breaks the
+    site's script."""
+    conf, state = tmp_path / "etc", tmp_path / "state"
+    conf.mkdir()
+    state.mkdir()
+    job = {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"}
+    table(profiles={"res18": (5, 10000)}).write(conf / TABLE_NAME)   # stale place: ignored
+    table().write(state / TABLE_NAME)
+    script = (Path(__file__).parents[2] / "job_submit_hook" / "job_submit.lua").read_text()
+    (conf / "job_submit.lua").write_text(script.replace(".chain()", f'.chain("{state}")'))
+    r, logs = one(conf, job)
+    assert r.cpus_per_tres == "gres:gpu:9" and f"table {state}/{TABLE_NAME}" in logs
+    (state / DISABLE_NAME).touch()
+    r, _ = one(conf, job)
+    assert (r.cpus_per_tres, r.admin_comment, r.rc) == ("", "", "0")
+    (conf / "job_submit.lua").write_text(script.replace(".chain()", '.chain("state")'))
+    r, logs = one(conf, job)
+    assert (r.cpus_per_tres, r.admin_comment, r.rc) == ("", "", "0")
+    assert "not an absolute directory" in logs

@@ -22,7 +22,8 @@ def test_export_whatif_and_explain_use_the_store_the_controller_plans_with(
     src.write_text(json.dumps(profiles_to_doc(mine)))
     store = tmp_path / "profiles.db"
     cfg = tmp_path / "synergy.toml"
-    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\nstore = "{store}"\n')
+    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\nstate_dir = "{tmp_path}"\n'
+                   f'[profiles]\nstore = "{store}"\n')
     run = CliRunner().invoke
     assert run(main, ["profile", "import", "--store", str(store), str(src)]).exit_code == 0
     res = run(main, ["hook", "export", "--config", str(cfg), "--node-cpus", "24",
@@ -42,7 +43,8 @@ def test_export_whatif_and_explain_use_the_store_the_controller_plans_with(
 
 def test_export_with_no_profiles_configured_refuses_to_fall_back_to_the_papers(tmp_path):
     cfg = tmp_path / "synergy.toml"
-    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\n[profiles]\nstore = "{tmp_path}/none.db"\n')
+    cfg.write_text(f'[hook]\ndir = "{tmp_path}"\nstate_dir = "{tmp_path}"\n'
+                   f'[profiles]\nstore = "{tmp_path}/none.db"\n')
     res = CliRunner().invoke(main, ["hook", "export", "--config", str(cfg), "--node-cpus",
                                     "24", "--node-mem-mb", "500000", "--node-gpus", "8"])
     assert res.exit_code == 2 and "no profiles to export" in res.output
