@@ -110,6 +110,9 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
         table = build_table(cfg.hook, profiles, node_cpus, node_mem_mb, node_gpus)
     except TableError as exc:
         raise BadInput(str(exc)) from None
+    # The state directory as `hook install` makes it (readable by slurmctld's user). The
+    # controller never makes it: a mistyped directory would hide its table from the hook.
+    dest.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     table.write(dest)
     click.echo(f"wrote {dest}: {len(table.profiles)} profiles, partitions "
                f"{','.join(table.partitions)}, valid for {table.max_age_s} s; from {source}")

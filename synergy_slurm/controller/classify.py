@@ -4,15 +4,17 @@ A job is managed when it asks for GPUs in a managed partition, its user and the 
 did not opt out, and it has a shape synergy can change (:func:`vocabulary.not_reshaped`,
 the rule the hook applies at submission too). Everything else is skipped with a reason and
 never touched (a job the hook held but the controller does not manage is released);
-running jobs of any kind still count as used resources. A pending array counts as one job:
-its tasks share the shape planned for it.
+running jobs of any kind still count as used resources. A pending array's record stands
+for its tasks that have not started: they are planned as the tasks they are, side by side
+(:func:`array_tasks`), and the record gets the shape planned for its first task (one
+update shapes them all).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config import Config
 from ..core import JobSpec, Profile, pick_profile
@@ -111,3 +113,26 @@ def per_node_request(job: SlurmJob) -> int:
     exactly that on each of its nodes); 0 for ``--gpus=N``, whose nodes Slurm chooses."""
     k = job.gpus_per_node or 0
     return k if k and not job.gpus_per_job and job.gpus % k == 0 else 0
+
+
+# Ids of an array's further pending tasks in a plan: above any Slurm job id (MaxJobId is at
+# most 0x03ff0000), so with equal priority and submission they are ordered after the record.
+TASK_ID_BASE = 1 << 40
+TASKS_PER_ARRAY = 1 << 20
+
+
+def array_tasks(job: SlurmJob, spec: JobSpec, jobs: list[SlurmJob], pool_gpus: int
+                ) -> list[JobSpec]:
+    """The core's view of a pending array record: its first task (``spec`` itself) and the
+    tasks that could start beside it: every pending task, within the array's throttle less
+    its running tasks, and no more than the pool's GPUs hold. Each further task has its own
+    id (``TASK_ID_BASE`` + ...); nothing is ever written for those ids."""
+    if not job.pending_array or job.array_pending_tasks <= 1:
+        return [spec]
+    n = job.array_pending_tasks
+    if job.array_throttle:
+        started = sum(1 for j in jobs if j.array_job_id == job.array_job_id and not j.pending)
+        n = min(n, job.array_throttle - started)
+    n = max(1, min(n, pool_gpus // max(job.gpus, 1), TASKS_PER_ARRAY - 1))
+    base = TASK_ID_BASE + job.job_id * TASKS_PER_ARRAY
+    return [spec, *(replace(spec, id=base + i) for i in range(1, n))]

@@ -57,7 +57,15 @@ from .actions import (
 )
 from .audit import AuditLog
 from .autoprofile import AutoProfiler, ProfilingEvent
-from .classify import classify, job_spec, limit_blocked, profile_key, requeue_ok, runnable
+from .classify import (
+    array_tasks,
+    classify,
+    job_spec,
+    limit_blocked,
+    profile_key,
+    requeue_ok,
+    runnable,
+)
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
@@ -261,8 +269,11 @@ class Controller:
             specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
                      for j in mine}
             running = [j for j in mine if j.running]
+            pool_gpus = sum(sv.capacity.gpus for sv in pool.of_type(gpu_type).servers)
             inputs.append(PoolJobs(
-                pool, gpu_type, [specs[j.job_id] for j in mine if runnable(j, can_lower)],
+                pool, gpu_type, [task for j in mine if runnable(j, can_lower)
+                                 for task in array_tasks(j, specs[j.job_id], snap.jobs,
+                                                         pool_gpus)],
                 holdings([(j, specs[j.job_id]) for j in running if requeue_ok(j)], fair),
                 shrinkable([(j, specs[j.job_id]) for j in running], fair)
                 if can_shrink else []))

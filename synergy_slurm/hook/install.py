@@ -90,7 +90,8 @@ def _script_step(conf_dir: Path, state_dir: Path, new: str, force: bool) -> Step
         return Step(dst, "write", "an earlier synergy job_submit.lua: updated", new,
                     _diff(dst, old, new))
     line = join_line(conf_dir, state_dir)
-    if line in old:
+    bare = f'dofile("{conf_dir / MODULE}").chain()'     # the table beside the module
+    if line in old or (bare in old and Path(state_dir) == Path(conf_dir)):
         return Step(dst, "keep", "the site's own, already joined to synergy's rules", new)
     if f'{MODULE}").chain(' in old:
         return Step(dst, "keep", "the site's own, joined to synergy's rules with another "

@@ -72,9 +72,6 @@ class HookTable:
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> None:
-        """Write it atomically, making its directory ([hook] state_dir, readable by all:
-        slurmctld's user reads the table) when it is not there yet."""
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         write_atomic(path, self.render())
 
 

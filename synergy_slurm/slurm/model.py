@@ -63,6 +63,10 @@ class SlurmJob:
     start_time: int = 0
     array_job_id: int | None = None
     array_task_id: int | None = None
+    # A pending array record stands for its tasks that have not started: how many
+    # (Slurm's array_task_string counted) and how many may run at once (``%N``; 0: no cap).
+    array_pending_tasks: int = 0
+    array_throttle: int = 0
     het_job_id: int | None = None
     time_limit_s: int | None = None
     eligible_time: int = 0

@@ -254,6 +254,10 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
     priority = num(rec.get("priority"), 0) or 0
     reason = text(rec.get("state_reason"))
     array_id = num(rec.get("array_job_id"), 0) or None
+    task_id = num(rec.get("array_task_id"), None)
+    if task_id is not None and task_id >= NO_VAL:
+        task_id = None          # 22.05 writes NO_VAL for the pending tasks' record
+    array_string = text(rec.get("array_task_string"))
     het_id = num(rec.get("het_job_id"), 0) or None
     limit_min = num(rec.get("time_limit"), None)
     mem_per_gpu = per_gpu_value(text(rec.get("memory_per_tres")))
@@ -292,13 +296,43 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
         submit_time=num(rec.get("submit_time"), 0) or 0,
         start_time=num(rec.get("start_time"), 0) or 0,
         array_job_id=array_id,
-        array_task_id=num(rec.get("array_task_id"), None),
+        array_task_id=task_id,
+        array_pending_tasks=(count_array_tasks(array_string)
+                             if array_id and task_id is None and state == "PENDING" else 0),
+        array_throttle=max(num(rec.get("array_max_tasks"), 0) or 0, _throttle(array_string)),
         het_job_id=het_id,
         time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
         eligible_time=num(rec.get("eligible_time"), 0) or 0,
         reservation=text(rec.get("resv_name")),
         resizing="RESIZING" in state_flags(rec["job_state"]),
     )
+
+
+NO_VAL = 0xFFFFFFFE
+_ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+
+
+def count_array_tasks(spec: str) -> int:
+    """How many tasks an array's task string names ("0-9", "1,3,5-7", "0-15:4", with
+    an optional "%N" throttle): what its pending record stands for. At least 1 (the record
+    itself) when the string is empty or unreadable."""
+    body = spec.split("%", 1)[0].strip()
+    total = 0
+    for item in filter(None, body.split(",")):
+        m = _ARRAY_ITEM.match(item.strip())
+        if not m:
+            return 1
+        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+        if hi < lo or step < 1:
+            return 1
+        total += (hi - lo) // step + 1
+    return max(total, 1)
+
+
+def _throttle(spec: str) -> int:
+    """The ``%N`` of an array task string, 0 where it has none."""
+    _, _, tail = spec.partition("%")
+    return int(tail) if tail.strip().isdigit() else 0
 
 
 def _mem_per_node(rec: Mapping[str, Any], req: Mapping[str, str], mem_per_gpu: int | None,

@@ -38,7 +38,8 @@ SAME_NAME = ("job_id", "job_state", "tres_per_job", "tres_per_node", "tres_per_t
              "restart_cnt", "comment", "admin_comment", "name")
 # ... and under another.
 RENAMED = {"num_nodes": "node_count", "num_tasks": "tasks", "num_cpus": "cpus",
-           "mem_per_tres": "memory_per_tres"}
+           "mem_per_tres": "memory_per_tres", "array_task_str": "array_task_string",
+           "array_max_tasks": "array_max_tasks"}
 
 
 def user_name_of(uid: int) -> str:

@@ -5,6 +5,7 @@ requeue decisions (and their minimum interval), failures, state and audit."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -472,3 +473,22 @@ def test_whose_measured_profiles_shape_a_users_jobs(tmp_path, profiles_path, tru
     table = parse_table((tmp_path / TABLE_NAME).read_text())
     assert ("bert" in table.profiles) is in_table
     assert ProfileStore(tmp_path / "p.db", readonly=True).get("bert").owner == "bob"
+
+
+def test_a_pending_arrays_tasks_are_planned_side_by_side(tmp_path, profiles_path):
+    """A held array of four 2-GPU alexnet tasks and, submitted later, a held 2-GPU job, on
+    one 8-GPU node. Released, the array's four tasks start side by side and fill the node:
+    planned as the tasks they are, the later job waits; planned as one job (as before),
+    the later job was released into GPUs the tasks take. The throttle (%2) lets only two
+    run, which leaves room for it."""
+    array = job(10, gpus=2, gpus_per_job=2, array_job_id=10, array_pending_tasks=4)
+    later = job(20, gpus=2, gpus_per_job=2, submit_time=int(NOW) - 30)
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(array, later))
+    ctl.run_round()
+    assert ("release", 10) in writer.calls and ("release", 20) not in writer.calls
+    rows = {r["job_id"]: r for r in ctl.state.jobs()}
+    assert set(rows) == {10, 20} and rows[20]["planned_cpus"] is None
+    throttled = replace(array, array_throttle=2)
+    ctl, writer = controller(tmp_path / "b", profiles_path, snapshot(throttled, later))
+    ctl.run_round()
+    assert ("release", 10) in writer.calls and ("release", 20) in writer.calls

@@ -238,7 +238,7 @@ def test_a_sites_own_hook_and_synergys_apply_to_the_same_jobs(hook_etc, slurm_cl
         time.sleep(1.1)           # job_submit/lua reloads on a new mtime, in whole seconds
         script.write_text(site.replace("@SYNERGY_DIR@", str(hook_etc)))
         res = CliRunner().invoke(main, ["hook", "install", "--conf-dir", str(hook_etc),
-                                        "--write"])
+                                        "--state-dir", str(hook_etc), "--write"])
         assert res.exit_code == 0 and "the site's own, already joined" in res.output
         assert script.read_text() == site.replace("@SYNERGY_DIR@", str(hook_etc))
         write(hook_etc, make_table())

@@ -11,6 +11,7 @@ import pytest
 
 from synergy_slurm.slurm.parse import (
     ParseError,
+    count_array_tasks,
     expand_hostlist,
     gpu_count,
     mem_mb,
@@ -255,3 +256,27 @@ def test_a_resize_in_flight_is_read_from_the_state_flags(state, resizing):
     jobs, skipped = parse_jobs(json.dumps(doc))
     assert skipped == [] and jobs[0].resizing is resizing
     assert jobs[0].state == (state[0] if isinstance(state, list) else "RUNNING")
+
+
+@pytest.mark.parametrize("spec, tasks", [("0-9", 10), ("1,3,5-7", 5), ("0-15:4", 4),
+                                         ("3-9%2", 7), ("", 1), ("1-x", 1), ("9-1", 1)])
+def test_an_array_task_string_counts_its_tasks(spec, tasks):
+    assert count_array_tasks(spec) == tasks
+
+
+@pytest.mark.parametrize("version", RECORDED)
+def test_a_pending_array_record_stands_for_its_tasks(version):
+    """The record of an array's tasks that have not started, as each release writes it
+    (22.05: task id NO_VAL, newer: unset), built from a recorded pending job."""
+    raw = json.loads((FIX / f"squeue_{version}.json").read_text())
+    rec = next(j for j in raw["jobs"] if j["name"] == "waits")
+    newer = isinstance(rec["job_state"], list)
+    rec = dict(rec, array_job_id={"set": True, "infinite": False, "number": rec["job_id"]}
+               if newer else rec["job_id"],
+               array_task_id={"set": False, "infinite": False, "number": 0}
+               if newer else 4294967294,
+               array_task_string="2-7%3", array_max_tasks={"set": True, "infinite": False,
+                                                           "number": 3} if newer else 3)
+    (job,), _ = parse_jobs(json.dumps(dict(raw, jobs=[rec])))
+    assert job.pending_array and job.array_task_id is None
+    assert (job.array_pending_tasks, job.array_throttle) == (6, 3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from synergy_slurm.devcluster import release_info
@@ -103,3 +105,23 @@ def test_writer_refuses_unless_enforcing(slurm_cli, tmp_path):
         writer.reshape_pending(job, Shape(4, 1000))
     assert "CpusPerTres" not in SlurmReader(slurm_cli).job_fields(job_id) or \
         SlurmReader(slurm_cli).job_fields(job_id)["CpusPerTres"] != "gres:gpu:4"
+
+
+def test_a_pending_arrays_record_says_how_many_tasks_it_stands_for(slurm_cli, tmp_path):
+    """A held array of six tasks, two at a time (%2): its pending record counts six tasks
+    and the throttle on every release (22.05 writes the record's task id as NO_VAL); once
+    two tasks run, the record counts the four left."""
+    jid = submit(slurm_cli, "sleep 60", "--hold", "--array=0-5%2", "--gpus=1", "-o",
+                 "/dev/null", tmp=tmp_path)
+    (rec,) = [j for j in SlurmReader(slurm_cli).snapshot().jobs if j.array_job_id == jid]
+    assert rec.pending_array and rec.array_task_id is None
+    assert (rec.array_pending_tasks, rec.array_throttle) == (6, 2)
+    SlurmWriter(slurm_cli, enforce=True).release(jid)
+    for _ in range(60):
+        jobs = [j for j in SlurmReader(slurm_cli).snapshot().jobs if j.array_job_id == jid]
+        if sum(j.running for j in jobs) == 2:
+            break
+        time.sleep(0.5)
+    (rec,) = [j for j in jobs if j.pending]
+    assert sum(j.running for j in jobs) == 2
+    assert rec.pending_array and (rec.array_pending_tasks, rec.array_throttle) == (4, 2)
