@@ -71,10 +71,12 @@ def slurm_cluster(request):
     from synergy_slurm.devcluster import local_spec
 
     # The hook is installed but inert until a test writes its table (no table = pass all).
+    # Memory limits bite, as at most sites (task/cgroup), where the machine allows it:
+    # every memory synergy lowers is lowered under enforcement.
     spec = local_spec(TEST_CLUSTER_DIR, nodes=4, port=TEST_CLUSTER_PORT, hook=True,
                       slurm=TEST_SLURM,
                       binds=tuple(str(d.resolve()) for d in [shared_dir()] if d.is_dir()),
-                      accounting=True)
+                      accounting=True, enforce_memory=not devcluster.memory_cgroups())
     devcluster.down(devcluster.existing_spec(TEST_CLUSTER_DIR))  # leftovers of a broken run
     # The test users before the cluster: a release from a cached root sees the host's
     # /etc/passwd as it was when its daemons started (useradd replaces the file), and

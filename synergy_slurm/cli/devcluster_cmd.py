@@ -69,20 +69,27 @@ def dev_cluster() -> None:
               "DIR/mariadb), associations and QOS enforced, priority/multifactor with "
               "fair-share, job accounting gathered. Accounts lab-a (root's default) and "
               "lab-b; QOS normal, standard, urgent. Adds a few seconds to start-up.")
+@click.option("--enforce-memory", is_flag=True,
+              help="Memory limits that bite, as most sites run: task/cgroup with "
+              "ConstrainRAMSpace (cgroup v1 or v2, whichever the machine has), so a job "
+              "using more than its allocation is killed (OUT_OF_MEMORY). Cores are not "
+              "constrained: the fake nodes have more cores than the machine.")
 @click.option("--no-install", is_flag=True, help="Fail instead of installing packages.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1),
               help="Seconds to wait for all nodes to be idle.")
 def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, cluster: str | None,
-           cache: Path, binds: tuple[str, ...], accounting: bool, no_install: bool,
-           timeout: float) -> None:
+           cache: Path, binds: tuple[str, ...], accounting: bool, enforce_memory: bool,
+           no_install: bool, timeout: float) -> None:
     """Start the cluster (or report the one already running there).
 
     The last line printed is ``export SLURM_CONF=...`` (with ``PATH=`` for a release from a
     cached root, whose commands are wrappers in DIR/bin): eval it to use the cluster. For
     synergy itself, set ``[slurm] conf`` and ``[slurm] bindir`` in synergy.toml to the same.
     """
+    if enforce_memory and devcluster.memory_cgroups():
+        raise Failed(f"--enforce-memory: {devcluster.memory_cgroups()}")
     spec = local_spec(state_dir, nodes, port, hook, release, binds, accounting,
-                      cluster_option_value(cluster))
+                      cluster_option_value(cluster), enforce_memory)
     try:
         seconds, spec = devcluster.up(spec, install=not no_install, timeout_s=timeout,
                                       cache=cache.resolve())

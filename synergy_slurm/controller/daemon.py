@@ -261,6 +261,7 @@ class Controller:
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
         suspect = suspect_caps(self.state)
+        peaks = self._memory_floors() if can_shrink else {}
         inputs: list[PoolJobs] = []
         jobs_of: list[list[SlurmJob]] = []
         for pool, gpu_type, mine in groups:
@@ -275,7 +276,8 @@ class Controller:
                                  for task in array_tasks(j, specs[j.job_id], snap.jobs,
                                                          pool_gpus)],
                 holdings([(j, specs[j.job_id]) for j in running if requeue_ok(j)], fair),
-                shrinkable([(j, specs[j.job_id]) for j in running], fair)
+                shrinkable([(j, replace(specs[j.job_id], mem_floor_gb=peaks[j.job_id]))
+                            for j in running if j.job_id in peaks], fair)
                 if can_shrink else []))
             jobs_of.append(mine)
         plans = plan_pools(inputs, self.policy, self.allocator, self.requeue_rule,
@@ -298,6 +300,21 @@ class Controller:
             actions += requeue_actions(pp.round.requeues, running, fair, self.requeue_rule)
         plan = merged_plan(plans, self.allocator.name, self.policy.name)
         return plan, actions
+
+    def _memory_floors(self) -> dict[int, float]:
+        """Per running job whose use the closed loop measured, the least memory per GPU it
+        may be lowered to: its peak so far with ``[usage] headroom``. Only these jobs are
+        lowered in place: where memory limits bite (cgroups), a job lowered below what it
+        really uses is killed, and its profile is no proof of that."""
+        if not self.cfg.usage.enabled:
+            return {}
+        out: dict[int, float] = {}
+        for row in self.state.usage():
+            peak = row.get("peak_mem_gb")
+            if isinstance(peak, int | float) and peak >= 0:
+                out[row["job_id"]] = max(out.get(row["job_id"], 0.0),
+                                         peak * self.cfg.usage.headroom)
+        return out
 
     def _spec(self, job: SlurmJob, now: float, profiles: dict[str, Profile],
               types: frozenset[str], caps: dict[int, PerGpu],
@@ -401,7 +418,8 @@ class Controller:
         if not self._logged_shrink:
             self._logged_shrink = True
             log.info("running jobs' memory %s", "lowered in place to what their profiles "
-                     "need" if self._no_shrink is None else f"left as is: {self._no_shrink}")
+                     "need, once measured and never below their peak use" if
+                     self._no_shrink is None else f"left as is: {self._no_shrink}")
         return self._no_shrink is None
 
     def _limits(self, groups: list, snap: Snapshot, can_lower: bool) -> dict[int, PerGpu]:

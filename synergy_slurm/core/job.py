@@ -39,6 +39,10 @@ class JobSpec:
     # per node (``--gres=gpu:k``, ``--gpus-per-node=k``): exactly gpus / k nodes, k GPUs
     # on each.
     gpus_per_node: int = 0
+    # The least memory per GPU (GB) a running job may be lowered to: what it was measured
+    # to use at its peak, with headroom. A limit that bites (cgroups) kills a job lowered
+    # below what it really uses, whatever its profile says it needs.
+    mem_floor_gb: float = 0.0
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

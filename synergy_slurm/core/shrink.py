@@ -53,13 +53,13 @@ def memory_needed(profile: Profile, share: PerGpu, fair: PerGpu) -> float:
 def memory_shrinks(running: Sequence[tuple[JobSpec, Allocation]], fair: PerGpu
                    ) -> list[Shrink]:
     """For each running job with a profile that holds at least ``MIN_SHRINK_GB`` per GPU
-    more than :func:`memory_needed`, the shrink; jobs without a profile keep what they
-    hold (nothing says what they need)."""
+    more than :func:`memory_needed` (and than its measured floor, ``mem_floor_gb``), the
+    shrink; jobs without a profile keep what they hold (nothing says what they need)."""
     out = []
     for spec, alloc in running:
         if spec.profile is None:
             continue
-        need = memory_needed(spec.profile, alloc.share, fair)
+        need = max(memory_needed(spec.profile, alloc.share, fair), spec.mem_floor_gb)
         if alloc.share.mem_gb - need < MIN_SHRINK_GB:
             continue
         share = PerGpu(alloc.share.cpus, need)

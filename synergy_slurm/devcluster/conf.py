@@ -7,6 +7,7 @@ defaults and plugins are the same, only addresses and paths differ.
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,10 @@ class DevClusterSpec:
     # A site's accounting: slurmdbd over a private MariaDB, associations and QOS enforced,
     # priority/multifactor with fair-share, job accounting gathered (accounting.py).
     accounting: bool = False
+    # Memory limits that bite, as at most sites: task/cgroup with ConstrainRAMSpace, so a
+    # job over its memory is killed (cores stay unconstrained: the fake nodes have more
+    # cores than the machine).
+    enforce_memory: bool = False
     # Node kinds and partitions (synergy_slurm.site); None: ``nodes`` of the paper's servers
     # in one partition ``gpu``.
     site: Site | None = None
@@ -97,7 +102,8 @@ class DevClusterSpec:
 
 def local_spec(state_dir: Path, nodes: int = 4, port: int = DEFAULT_PORT,
                hook: bool = False, slurm: str = "system", binds: tuple[str, ...] = (),
-               accounting: bool = False, site: Site | None = None) -> DevClusterSpec:
+               accounting: bool = False, site: Site | None = None,
+               enforce_memory: bool = False) -> DevClusterSpec:
     """The single-machine cluster: slurmctld on ``port``, slurmd n1..nN on port + 184 + i,
     with accounting slurmdbd on port + 1 and MariaDB on port + 2, all on this host."""
     host = socket.gethostname().split(".")[0] or "localhost"
@@ -105,7 +111,8 @@ def local_spec(state_dir: Path, nodes: int = 4, port: int = DEFAULT_PORT,
         nodes = len(site.nodes)
     return DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=port,
                           node_port_base=port + 184, hostname=host, hook=hook, slurm=slurm,
-                          binds=tuple(binds), accounting=accounting, site=site)
+                          binds=tuple(binds), accounting=accounting, site=site,
+                          enforce_memory=enforce_memory)
 
 
 def _version(spec: DevClusterSpec) -> tuple[int, int]:
@@ -141,7 +148,7 @@ def slurm_conf(spec: DevClusterSpec) -> str:
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
         "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        f"TaskPlugin={'task/cgroup' if spec.enforce_memory else 'task/none'}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",
@@ -257,10 +264,30 @@ def gres_conf(spec: DevClusterSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cgroup_conf() -> str:
+def memory_cgroups() -> str:
+    """Why this machine cannot give the cluster memory limits that bite ("" when it can):
+    task/cgroup needs the memory controller, cgroup v1's mounted and writable, or v2's
+    enabled at the root."""
+    v1 = Path("/sys/fs/cgroup/memory")
+    if (v1 / "memory.limit_in_bytes").exists():
+        return "" if os.access(v1, os.W_OK) else f"{v1} is not writable"
+    controllers = Path("/sys/fs/cgroup/cgroup.controllers")
+    if controllers.exists():
+        return ("" if "memory" in controllers.read_text().split()
+                else "cgroup v2 without the memory controller")
+    return "no cgroup memory controller mounted at /sys/fs/cgroup"
+
+
+def cgroup_conf(spec: DevClusterSpec) -> str:
     # slurmd loads a cgroup plugin even with proctrack/linuxproc and task/none; keep it
     # from touching systemd (there is none in a container or a sandbox).
-    return "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n"
+    text = "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n"
+    if spec.enforce_memory:
+        # A job's memory is its allocation, swap included (no swap beyond it); cores and
+        # devices are not constrained (fake nodes, fake GPU files).
+        text += ("ConstrainRAMSpace=yes\nAllowedRAMSpace=100\nConstrainSwapSpace=yes\n"
+                 "AllowedSwapSpace=0\nConstrainCores=no\nConstrainDevices=no\n")
+    return text
 
 
 def write_config(spec: DevClusterSpec) -> list[Path]:
@@ -271,7 +298,7 @@ def write_config(spec: DevClusterSpec) -> list[Path]:
         (spec.gpu_dir / f"gpu{i}").touch()
     out = []
     for name, text in (("slurm.conf", slurm_conf(spec)), ("gres.conf", gres_conf(spec)),
-                       ("cgroup.conf", cgroup_conf())):
+                       ("cgroup.conf", cgroup_conf(spec))):
         path = spec.etc / name
         tmp = path.with_suffix(".tmp")
         tmp.write_text(text)

@@ -205,6 +205,12 @@ class SlurmWriter:
             # AllocTRES may round large values into G/T units: within half a percent.
             if held and abs(mem_mb(held) - want * nodes) <= 0.005 * want * nodes:
                 return
+            reason = fields.get("Reason", "")
+            if reason.startswith(f"Memory_resize_to_{want}MB_failed"):
+                # A node could not apply it (cgroup v1 refuses a limit below what the job
+                # uses): Slurm keeps the old allocation and the job runs on.
+                raise ChangeIgnored(f"job {job.job_id}: asked {want} MB per node, Slurm says "
+                                    f"{reason}; it keeps {held or '?'}")
             if time.monotonic() > deadline:
                 raise ChangeIgnored(f"job {job.job_id}: asked {want} MB per node, Slurm "
                                     f"shows AllocTRES={fields.get('AllocTRES')} after "

@@ -251,6 +251,49 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     assert not [a for a in res.actions if a.kind == "shrink-memory"]
 
 
+TINY_PROFILE = {
+    "cpu_per_gpu_grid": [1, 2, 3], "mem_gb_per_gpu_grid": [0.5, 1, 2, 4, 62.5],
+    "proportional_point": {"cpu_per_gpu": 3, "mem_gb_per_gpu": 62.5},
+    "models": {"tiny": {"task": "language", "ideal_cpu_per_gpu": 3,
+                        "ideal_mem_gb_per_gpu": 0.5, "speedup_at_ideal": 1.0,
+                        "iter_time_s_at_proportional": 0.5, "batch_size": 64,
+                        "throughput": [[1.0] * 5] * 3}}}
+# Touches every page of N MB, then lives on for S seconds.
+HOG = ('python3 -c "import sys, time; b = b\'x\' * (int(sys.argv[1]) << 20); '
+       'print(\'allocated\', flush=True); time.sleep(int(sys.argv[2])); '
+       'print(\'survived\', len(b), flush=True)" {mb} {s}')
+
+
+def test_a_running_job_is_never_lowered_below_what_it_really_uses(env):
+    """Memory limits bite here (task/cgroup): a job whose profile says 0.5 GB per GPU but
+    which really holds 1.5 GB is lowered only once the closed loop has measured it, and to
+    its measured peak with headroom, not to its profile's 0.5 GB; it runs to its end."""
+    cli, tmp, cluster = env["cli"], env["tmp"], env["cluster"]
+    if not SlurmReader(cli).release.lowers_running_memory:
+        pytest.skip(f"Slurm {SlurmReader(cli).release} cannot lower a running job's memory")
+    if not cluster.enforce_memory:
+        pytest.skip(f"memory limits do not bite here: {devcluster.memory_cgroups()}")
+    profiles = tmp / "tiny.json"
+    profiles.write_text(json.dumps(TINY_PROFILE))
+    cfg = load(env)
+    cfg = config_from_dict({**tomllib.loads(env["cfg_path"].read_text()),
+                            "profiles": {"file": str(profiles), "store": cfg.profiles.store},
+                            "usage": {"every_rounds": 1}})
+    out = tmp / "hog.out"
+    jid = submit(cli, HOG.format(mb=1500, s=40), "--gpus=1", "--cpus-per-gpu=3",
+                 "--mem=6000", "--comment=synergy:profile=tiny", "-o", str(out), tmp=tmp)
+    wait_file(out, "allocated")
+    time.sleep(7)                  # JobAcctGatherFrequency=task=5: sstat has seen the peak
+    ctl = Controller(cfg)
+    res = ctl.run_round()
+    (act,) = [a for a in res.actions if a.kind == "shrink-memory"]
+    peak_mb = max(r["peak_mem_gb"] for r in ctl.state.usage() if r["job_id"] == jid) * 1000
+    assert peak_mb >= 1500 and act.after.mem_per_gpu_mb >= 1.25 * peak_mb - 1
+    assert act.after.mem_per_gpu_mb < 6000 and res.results[jid] == "done"
+    wait_for(cli, jid, {"COMPLETED"}, 90)
+    assert "survived" in out.read_text()
+
+
 def test_reserved_nodes_are_not_planned_and_jobs_in_a_reservation_are_left_alone(env):
     """A node in an active reservation runs only the reservation's jobs: the controller
     leaves it out of its pools (it would plan jobs into cores they cannot have), and a

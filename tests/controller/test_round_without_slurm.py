@@ -319,6 +319,14 @@ def running_at(job_id: int, key: str, mem_mb: int, node_name: str = "n1") -> Slu
                nodes=(node_name,), alloc=(NodeAlloc(node_name, 3, mem_mb, 1),))
 
 
+def measured(ctl: Controller, peaks_mb: dict[int, float]) -> None:
+    """The closed loop reads every round, and sstat says each job's peak memory so far."""
+    from synergy_slurm.slurm.sstat import JobUse
+
+    ctl.cfg = replace(ctl.cfg, usage=replace(ctl.cfg.usage, every_rounds=1))
+    ctl.reader.used = {j: JobUse(str(j), 60.0, mb) for j, mb in peaks_mb.items()}
+
+
 @pytest.mark.parametrize("release, enabled, shrinks", [
     ("26.05.5", True, True), ("26.05.5", False, False), ("24.11.5", True, False),
     ("22.05.8", True, False)])
@@ -331,6 +339,7 @@ def test_a_running_jobs_unneeded_memory_is_lowered_where_slurm_can(
                     nodes=[node(alloc_cpus=6, alloc_gpus=2, alloc_mem_mb=125000)])
     ctl, writer = controller(tmp_path, profiles_path, snap, shrink_running_memory=enabled)
     ctl.reader = FakeReader(snap, release=release)
+    measured(ctl, {1: 2000.0, 2: 2000.0})
     with caplog.at_level("INFO"):
         res = ctl.run_round()
         ctl.run_round()
@@ -346,6 +355,28 @@ def test_a_running_jobs_unneeded_memory_is_lowered_where_slurm_can(
         assert shrunk == [] and not any(c[0] == "shrink" for c in writer.calls)
     said = [r.getMessage() for r in caplog.records if "running jobs' memory" in r.getMessage()]
     assert len(said) == 1 and ("lowered in place" in said[0]) is shrinks
+
+
+def test_a_running_job_is_lowered_only_once_measured_and_never_below_its_peak(
+        tmp_path, profiles_path):
+    """Where memory limits bite a job lowered below what it really uses is killed, and its
+    profile is no proof: gnmt's profile says 20.83 GB per GPU, but until the closed loop
+    has read its use nothing is lowered; measured at a 30 GB peak it is lowered to 37.5
+    GB ([usage] headroom 1.25), not to 20.83."""
+    snap = snapshot(running_at(1, "gnmt", 62500),
+                    nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=62500)])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.reader = FakeReader(snap, release="26.05.5")
+    res = ctl.run_round()                              # round 1: use not read yet
+    assert [a for a in res.actions if a.kind == "shrink-memory"] == []
+    measured(ctl, {1: 30000.0})
+    res = ctl.run_round()
+    (act,) = [a for a in res.actions if a.kind == "shrink-memory"]
+    assert act.after == Shape(3, 37500) and ("shrink", 1, 37500) in writer.calls
+    measured(ctl, {1: 55000.0})                        # too close to what it holds
+    writer.calls.clear()
+    res = ctl.run_round()
+    assert [a for a in res.actions if a.kind == "shrink-memory"] == []
 
 
 def test_a_running_job_lowered_before_reads_as_what_it_holds(tmp_path, profiles_path):
@@ -371,6 +402,7 @@ def test_a_site_without_an_extern_step_is_asked_once(tmp_path, profiles_path, ca
         writer.calls.append(("shrink", job.job_id, mem))
         raise SlurmError("scontrol update: Requested operation requires extern step")
     writer.lower_running_memory = refuse
+    measured(ctl, {1: 2000.0})
     with caplog.at_level("INFO"):
         first = ctl.run_round()
         second = ctl.run_round()

@@ -51,3 +51,23 @@ def test_a_resize_that_never_shows_is_reported_ignored_after_the_timeout():
     with pytest.raises(ChangeIgnored, match=r"asked 20830 MB per node.*mem=480000M"):
         writer.lower_running_memory(big_job(), 20830, timeout_s=0.05)
     assert cli.reads >= 2
+
+
+def test_a_resize_a_node_refused_is_reported_at_once():
+    """cgroup v1 refuses a limit below what the job uses: slurmd says so, Slurm keeps the
+    allocation and writes the failure as the job's reason (seen on 26.05.5)."""
+
+    class Refused(SlowResize):
+        def run(self, command, args, timeout_s=None, input_text=None):  # type: ignore[override]
+            if args[:2] == ["show", "job"]:
+                self.reads += 1
+                return ("JobId=35 JobState=RUNNING "
+                        "Reason=Memory_resize_to_20830MB_failed_on_node_n1 "
+                        "AllocTRES=cpu=1,mem=480000M,node=1,billing=1,gres/gpu=1\n")
+            return super().run(command, args, timeout_s, input_text)
+
+    cli = Refused(answers_after=10**9)
+    with pytest.raises(ChangeIgnored, match="failed_on_node_n1"):
+        SlurmWriter(cli, enforce=True, poll_s=0.01).lower_running_memory(big_job(), 20830,
+                                                                          timeout_s=30)
+    assert cli.reads == 1
