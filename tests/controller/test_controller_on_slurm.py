@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -236,7 +237,9 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     reader = SlurmReader(cli)
     before = reader.snapshot()
     assert before.job(waiting).pending
-    res = Controller(load(env)).run_round()
+    cfg = load(env)
+    cfg = replace(cfg, usage=replace(cfg.usage, every_rounds=1))   # measured before lowered
+    res = Controller(cfg).run_round()
     acts = [a for a in res.actions if a.kind == "shrink-memory"]
     assert [(a.job_id, a.after.mem_per_gpu_mb) for a in acts] == [(big, 20830)]
     assert res.results[big] == "done"
@@ -247,7 +250,7 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     assert after.running and after.start_time == before.job(big).start_time
     assert after.restarts == 0 and [a.mem_mb for a in after.alloc] == [20830]
     # Nothing more to lower: the next round leaves it.
-    res = Controller(load(env)).run_round()
+    res = Controller(cfg).run_round()
     assert not [a for a in res.actions if a.kind == "shrink-memory"]
 
 
