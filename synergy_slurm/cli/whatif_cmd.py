@@ -197,6 +197,12 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                           startup_seconds, default_time_limit * 60)
     except HistoryError as exc:
         raise BadInput(f"{source}: {exc}") from None
+    future = [j for j in history if j.submit > time.time() + 86400]
+    if future:
+        # No window bounds a saved export: a clock set wrong shows only against today.
+        first = datetime.fromtimestamp(min(j.submit for j in future)).strftime("%Y-%m-%d")
+        rp.notes[f"submitted after today (from {first}): check the export's clock"] += \
+            len(future)
     too_big = [j for j in rp.trace if j.gpus > cluster.total.gpus]
     if too_big:
         raise BadInput(f"{len(too_big)} jobs ran on more GPUs than the replayed cluster has "

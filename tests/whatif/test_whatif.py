@@ -336,3 +336,14 @@ def test_times_outside_any_plausible_window_are_noted(paper_profiles):
     early = replace(hjob(1), submit=10.0, eligible=10.0, start=20.0, end=3620.0)
     rp = build_replay([early, hjob(2)], paper_profiles, pools("n1"))
     assert any("submitted in 1970" in n for n in rp.notes)
+
+
+def test_an_export_from_the_future_is_noted(tmp_path):
+    """A saved export has no window: a clock set years ahead shows only against today."""
+    text = (FIXTURES / "sacct_22.05.8.txt").read_text().replace("2026-12-03", "2030-12-03")
+    future = tmp_path / "future.txt"
+    future.write_text(text)
+    res = whatif("--from", str(future), "--servers", "4")
+    assert res.exit_code == 0 and "submitted after today (from 2030-12-03)" in res.output
+    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
+    assert "after today" not in res.output
