@@ -98,8 +98,12 @@ def test_multi_gpu_shapes_are_capped_to_a_node(hook_dir):
     "garbage\n\x00\xff not a table",                 # corrupt
     "version 2\n",                                   # other version
     "version 1\ngenerated_at soon\n",                # incomplete
+    "whole table of version 2",                      # a newer controller's, complete
 ])
 def test_missing_or_corrupt_table_passes_jobs_unchanged(tmp_path, content):
+    if content == "whole table of version 2":
+        content = table().render().replace("version 1\n", "version 2\n")
+        assert "\nversion 2\n" in content
     if content is not None:
         (tmp_path / TABLE_NAME).write_bytes(content.encode("utf-8", "surrogateescape"))
     r, logs = one(tmp_path, {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18"})
