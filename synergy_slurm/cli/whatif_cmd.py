@@ -131,9 +131,11 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     A job that hit its time limit, failed or was cancelled runs as long as it did in both
     replays; --startup-seconds of each job are never sped up.
 
-    A job's profile comes from its comment (synergy:profile=KEY, as synergy-sbatch writes
-    it), else from --rule / [whatif] rules; other jobs are unknown and stay proportional
-    (or, with --assume-mix, are drawn from a class mix). Jobs that never started are
+    A job's profile comes from the hook's tag or its comment (synergy:profile=KEY, as
+    synergy-sbatch writes it), else from --rule / [whatif] rules, and is picked as the
+    controller picks it: measured on the GPU type the job asked for (else an untyped one),
+    among those [profiles] trust lets shape its user's jobs. Other jobs are unknown and stay
+    proportional (or, with --assume-mix, are drawn from a class mix). Jobs that never started are
     counted and left out; jobs without GPUs keep their cores and memory where they ran.
     Records that cannot be read are skipped with a count and a reason.
 
@@ -161,11 +163,12 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
             raise click.BadParameter("give three non-negative percentages",
                                      param_hint="--assume-mix")
-    profiles, profiles_from = _profiles(cfg, profiles_path)
-    unknown = sorted({r.key for r in parsed_rules if r.key not in profiles})
+    profiles, owners, profiles_from = _profiles(cfg, profiles_path)
+    keys = {p.key for p in profiles.values()}
+    unknown = sorted({r.key for r in parsed_rules if r.key not in keys})
     if unknown:
         raise click.BadParameter(
-            f"no profile named {', '.join(unknown)} (known: {', '.join(sorted(profiles))});"
+            f"no profile named {', '.join(unknown)} (known: {', '.join(sorted(keys))});"
             " import it (synergy profile import) or name another",
             param_hint="--rule / [whatif] rules")
     cli = SlurmCLI.for_config(cfg.slurm, timeout_s=max(cfg.slurm.timeout_s, 300))
@@ -194,7 +197,8 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                       restart_cost, requeue_budget)
     try:
         rp = build_replay(history, profiles, found, parsed_rules, mix, seed, export_time,
-                          startup_seconds, default_time_limit * 60)
+                          startup_seconds, default_time_limit * 60, owners,
+                          cfg.profiles.trust)
     except HistoryError as exc:
         raise BadInput(f"{source}: {exc}") from None
     future = [j for j in history if j.submit > time.time() + 86400]
@@ -237,20 +241,21 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
 
 
-def _profiles(cfg, path: Path | None) -> tuple[dict, str]:
+def _profiles(cfg, path: Path | None) -> tuple[dict, dict[str, str], str]:
     """--profiles FILE, else what the controller would plan with ([profiles] file, then
-    the store), else the paper's shipped profiles; and which it was."""
+    the store), else the paper's shipped profiles; who measured each (for [profiles]
+    trust); and which it was."""
     if path is not None:
-        return profiles_option_value(path), f"--profiles {path}"
+        return profiles_option_value(path), {}, f"--profiles {path}"
     from ..profiles.resolve import configured
 
     known = configured(cfg.profiles.file, cfg.profiles.store)
     for problem in known.problems:
         click.echo(f"warning: {problem}", err=True)
     if known.profiles:
-        return known.profiles, known.describe()
+        return known.profiles, dict(known.owners), known.describe()
     shipped = default_profiles_path()
-    return profiles_option_value(None), (f"the paper's profiles ({shipped}): no [profiles] "
+    return profiles_option_value(None), {}, (f"the paper's profiles ({shipped}): no [profiles] "
                                          f"file and no store at {cfg.profiles.store}")
 
 

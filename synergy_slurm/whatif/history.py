@@ -12,7 +12,9 @@ time limit, failed or was cancelled runs as long as it did in every replay (noth
 would have done otherwise). Its profile key comes from the hook's tag or its comment
 (``synergy:profile=KEY``), else from the admin's rules (a regex on a field), else it is
 unknown: proportional in every run (synergy changes nothing for it), or, with an assumed
-class mix, drawn from that mix.
+class mix, drawn from that mix. The profile for a key is the one the controller would use:
+among those ``[profiles] trust`` lets shape the job's user, the one measured on the GPU type
+it asked for (or its partition's only type), else an untyped one (``core.pick_profile``).
 
 What is not replayed is counted with its reason: jobs that never started, and jobs that
 were still running at the export (replayed with the time they had run, a lower bound).
@@ -29,8 +31,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..core import PerGpu, Profile, Resources
+from ..core import PerGpu, Profile, Resources, pick_profile
 from ..core.pools import Pool
+from ..profiles.resolve import trusted
 from ..sim.engine import UNKNOWN_ITER_S, Occupancy
 from ..sim.jobsets import CLASSES
 from ..sim.trace import TraceJob
@@ -108,7 +111,8 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
                  pools: Sequence[Pool], rules: Sequence[Rule] = (),
                  assume: Sequence[float] | None = None, seed: int = 0,
                  export_time: float | None = None, startup_s: float = 0.0,
-                 default_limit_s: float = 0.0) -> Replay:
+                 default_limit_s: float = 0.0, owners: Mapping[str, str] | None = None,
+                 trust: str = "all") -> Replay:
     """The replay of ``history`` (every job with GPUs that started; the rest counted) on
     ``pools`` (the replayed cluster's partitions; a job of a partition it lacks is replayed
     in the first). ``assume``: image, language, speech weights to draw unknown jobs'
@@ -156,17 +160,19 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
                           f"cluster: replayed in {pool.partition}"] += 1
         tags = synergy_tags(job.admin_comment)
         out.managed += tags.get("managed") == "1"
-        key, how = _key(job, tags, profiles, rules)
-        if key is None and assume is not None:
+        mine = profiles if trust == "all" else trusted(profiles, owners or {}, job.user, trust)
+        types = pool.types(job.gpu_type or None)
+        prof, how = _profile(job, tags, mine, rules, types)
+        if prof is None and assume is not None:
             cls = rng.choices(list(CLASSES), weights=list(assume))[0]
-            models = [m for m in CLASSES[cls] if m in profiles]
+            models = [p for m in CLASSES[cls] if (p := pick_profile(mine, m, types))]
             if models:
-                key, how = models[turn[cls] % len(models)], "assumed"
+                prof, how = models[turn[cls] % len(models)], "assumed"
                 turn[cls] += 1
-        out.trace.append(_trace_job(job, finish, t0, pool, profiles.get(key) if key else None,
-                                    tags, startup_s, default_limit_s))
+        out.trace.append(_trace_job(job, finish, t0, pool, prof, tags, startup_s,
+                                    default_limit_s))
         out.jobs[job.job_id] = job
-        out.source[job.job_id] = how if key in profiles else "unknown"
+        out.source[job.job_id] = how if prof is not None else "unknown"
         if job.state in FIXED_STATES:
             out.notes[f"{job.state.lower()}: replayed for as long as it ran"] += 1
     return out
@@ -187,7 +193,7 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     # A job the hook did not tag that became eligible after its submission asked to wait.
     asked = job.eligible - t0 if (not tags and job.eligible > job.submit + ASKED_WAIT_S) \
         else None
-    return TraceJob(job.job_id, prof.key if prof is not None else "", job.submit - t0,
+    return TraceJob(job.job_id, prof.slot if prof is not None else "", job.submit - t0,
                     max(1, round(work / WORK_UNIT_S)), job.gpus, job.priority,
                     user=job.user,
                     requeue_ok="synergy:requeue-ok" in job.comment.split(),
@@ -212,17 +218,22 @@ def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:
     return out
 
 
-def _key(job: HistoryJob, tags: Mapping[str, str], profiles: Mapping[str, Profile],
-         rules: Sequence[Rule]) -> tuple[str | None, str]:
-    """The job's profile key, where the controller would find it: the hook's tag, the
-    job's comment, then the admin's rules."""
+def _profile(job: HistoryJob, tags: Mapping[str, str], profiles: Mapping[str, Profile],
+             rules: Sequence[Rule], types: frozenset[str]) -> tuple[Profile | None, str]:
+    """The job's profile, where the controller would find its key (the hook's tag, the
+    job's comment, then the admin's rules) and as it would pick it for the GPU types the
+    job may run on; and where the key came from."""
     for key, how in ((tags.get("profile"), "tag"), (comment_profile_key(job.comment),
                                                       "comment")):
-        if key and KEY_RE.match(key) and key in profiles:
-            return key, how
+        if key and KEY_RE.match(key):
+            prof = pick_profile(profiles, key, types)
+            if prof is not None:
+                return prof, how
     for rule in rules:
-        if rule.matches(job) and rule.key in profiles:
-            return rule.key, "rule"
+        if rule.matches(job):
+            prof = pick_profile(profiles, rule.key, types)
+            if prof is not None:
+                return prof, "rule"
     return None, "unknown"
 
 

@@ -347,3 +347,25 @@ def test_an_export_from_the_future_is_noted(tmp_path):
     assert res.exit_code == 0 and "submitted after today (from 2030-12-03)" in res.output
     res = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
     assert "after today" not in res.output
+
+
+def test_each_jobs_profile_is_picked_as_the_controller_picks_it(paper_profiles):
+    """A profile measured on A100s shapes a job that asked for A100s, not one on H100s (it
+    stays proportional there); under [profiles] trust = "own" a profile bob measured
+    shapes bob's jobs, not alice's. (Before: every profile applied to every job by key.)"""
+    profiles = {"res18": replace(paper_profiles["res18"]),
+                "bert@a100": replace(paper_profiles["gnmt"], key="bert", gpu_type="a100")}
+    typed = Pool("", ClusterState((Server("a1", Resources(8, 24, 500.0)),
+                                   Server("h1", Resources(8, 24, 500.0)))),
+                 {"a1": "a100", "h1": "h100"})
+    jobs = [replace(hjob(1, comment="synergy:profile=bert", nodes=("a1",)), gpu_type="a100"),
+            replace(hjob(2, comment="synergy:profile=bert", nodes=("h1",)), gpu_type="h100"),
+            replace(hjob(3, comment="synergy:profile=res18"), user="bob"),
+            hjob(4, comment="synergy:profile=res18")]
+    rp = build_replay(jobs, profiles, (typed,), owners={"res18": "bob"}, trust="own")
+    assert rp.source == {1: "comment", 2: "unknown", 3: "comment", 4: "unknown"}
+    assert [t.model for t in rp.trace] == ["bert@a100", "", "res18", ""]
+    out = run(rp, profiles, typed.cluster, (typed,), "tune", Controller())
+    assert len(out.times("synergy")) == 4              # replayed with the typed profile
+    rp = build_replay(jobs, profiles, (typed,), owners={"res18": "bob"}, trust="all")
+    assert rp.source[4] == "comment"
