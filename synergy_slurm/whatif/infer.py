@@ -1,0 +1,90 @@
+"""A job's sensitivity class from what it used, for a site whose jobs carry no profile.
+
+The rule, from the Synergy paper's workload model: an image model whose
+data pipeline decodes and augments on the CPU keeps every core it is given busy and still
+leaves its GPU waiting, so it gains from more cores; a language model leaves most of its
+cores idle and runs as fast with fewer; speech models sit between. So, per job that ran long
+enough for start-up not to dominate:
+
+- cores kept busy at least ``SATURATED`` of the time and GPUs, where recorded, busy less than
+  ``GPU_BUSY``: **image** (input-bound);
+- cores busy at most ``IDLE``: **language** (insensitive);
+- anything between, or saturated cores with busy GPUs: **speech** (some gain).
+
+A key's class is the one that covers most of its jobs' GPU-hours; its share says how sure.
+Jobs are grouped into the keys a site would recognise: the same user and job name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..slurm.sacct import HistoryJob
+from ..slurm.sacct_usage import JobUsage
+
+SATURATED = 0.85
+IDLE = 0.35
+GPU_BUSY = 0.8
+MIN_ELAPSED_S = 600.0
+_KEY_CHARS = re.compile(r"[^\w.:\-]+")
+
+
+def infer_class(use: JobUsage) -> tuple[str | None, str]:
+    """The job's class and why; None (with the reason) where its use says nothing."""
+    share = use.core_use
+    if share is None:
+        return None, "no CPU time recorded"
+    if use.elapsed_s < MIN_ELAPSED_S:
+        return None, f"ran {use.elapsed_s:.0f} s, under {MIN_ELAPSED_S:.0f} s"
+    if share >= SATURATED:
+        if use.gpu_util is not None and use.gpu_util >= GPU_BUSY:
+            return "speech", f"cores {share:.0%} busy, GPUs {use.gpu_util:.0%} busy"
+        return "image", f"cores {share:.0%} busy" + (
+            f", GPUs {use.gpu_util:.0%} busy" if use.gpu_util is not None else "")
+    if share <= IDLE:
+        return "language", f"cores {share:.0%} busy"
+    return "speech", f"cores {share:.0%} busy"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A key a site would recognise (``user/jobname``), its jobs and GPU-hours, and the
+    class its jobs' use suggests with the share of its GPU-hours that agree."""
+
+    key: str
+    jobs: tuple[int, ...]
+    gpu_hours: float
+    cls: str | None
+    agree: float
+
+
+def key_of(job: HistoryJob) -> str:
+    """``user/jobname``, in the characters a profile key allows."""
+    name = _KEY_CHARS.sub("_", f"{job.user}.{job.name}").strip("_") or f"job{job.job_id}"
+    return name[:64]
+
+
+def candidates(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage]
+               ) -> list[Candidate]:
+    """The GPU jobs that ran, grouped by :func:`key_of`, most GPU-hours first."""
+    groups: dict[str, list[HistoryJob]] = defaultdict(list)
+    for j in history:
+        if j.gpus > 0 and j.start is not None and j.end is not None and j.end > j.start:
+            groups[key_of(j)].append(j)
+    out = []
+    for key, jobs in groups.items():
+        hours = {j.job_id: j.gpus * (j.end - j.start) / 3600 for j in jobs}  # type: ignore
+        votes: dict[str, float] = defaultdict(float)
+        for j in jobs:
+            u = usage.get(j.job_id)
+            cls = infer_class(u)[0] if u is not None else None
+            if cls is not None:
+                votes[cls] += hours[j.job_id]
+        total = sum(hours.values())
+        best = max(sorted(votes), key=lambda c: votes[c]) if votes else None
+        out.append(Candidate(key, tuple(sorted(hours)), total, best,
+                             votes[best] / total if best and total else 0.0))
+    return sorted(out, key=lambda c: (-c.gpu_hours, c.key))
