@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "profiles": {"core", "dbfile", "vocabulary"},
     "sim": {"core", "profiles"},
-    "whatif": {"core", "sim", "slurm", "vocabulary"},
+    "whatif": {"core", "profiles", "sim", "slurm", "vocabulary"},
     "slurm": {"core", "vocabulary", "config"},
     "site": {"core"},
     "devcluster": {"shipped", "slurm", "config", "site"},
