@@ -87,9 +87,11 @@ def test_unknown_key_is_profiled_as_the_user_and_then_used(env, user_dir, paper_
     assert got.source.startswith(f"auto-profile job {ev.slurm_job} ({USER})")
     assert got.owner == USER          # measured for that user ([profiles] trust)
     true = paper_profiles["res18"]
+    # Measured on a shared 2-core machine: within 10% (seen 7% off once under load; the
+    # profile's neighbouring points differ by 14% or more, so a wrong point still fails).
     for c, row in zip(got.profile.cpu_grid, got.profile.throughput, strict=True):
         assert row[0] == pytest.approx(
-            true.at(c, true.mem_grid[-1]) / (true.iter_time_s * SCALE), rel=0.05)
+            true.at(c, true.mem_grid[-1]) / (true.iter_time_s * SCALE), rel=0.10)
     rec = ctl.state.profiling()["auto-res18"]
     assert rec["status"] == "stored" and rec["cpu_s"] == pytest.approx(got.profiling_cpu_s)
     print(f"\nauto-profile of auto-res18: {got.measured_points} points, "
