@@ -18,6 +18,7 @@ from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
 from ..slurm.release import Release, detect
 from ..slurm.sacct import PRIORITY_FIELDS, parse_history
+from ..slurm.sacct_usage import UsageRead, parse_usage
 from ..whatif import HistoryError, Rule, build_replay, report
 from ..whatif import replay as replay_mod
 from .errors import BadInput, Failed, writable_dir
@@ -31,7 +32,8 @@ from .options import (
 
 # Allocations only (-X), every user (-a), every run of a requeued job (-D: its first
 # submission is only in the first run's record).
-SACCT_ARGS = ("-a", "-X", "-D", "--json")
+# No -X: each job's steps come nested in its record (what it used: slurm.sacct_usage).
+SACCT_ARGS = ("-a", "-D", "--json")
 
 
 @click.command("whatif")
@@ -234,11 +236,24 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                        {"slurm_release": str(release) if release else "22.05 rules",
                         "startup_s": startup_seconds, "profiles_from": profiles_from,
                         "default_time_limit_min": default_time_limit or "unlimited"})
+    doc.update(report.usage_section(history, rp, _usage(raw)))
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
         for path in report.write_html(doc, outcome, report_dir / "report.html"):
             click.echo(f"wrote {path}", err=True)
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
+
+
+def _usage(raw: str) -> UsageRead:
+    """What the jobs used, where the history carries it (sacct's JSON with steps); the
+    text form without steps says nothing of it."""
+    try:
+        return parse_usage(raw)
+    except ParseError:
+        out = UsageRead()
+        out.unknown["usage not in this export (sacct -P text: give sacct --json without -X)"] \
+            += 1
+        return out
 
 
 def _profiles(cfg, path: Path | None) -> tuple[dict, dict[str, str], str]:

@@ -11,7 +11,10 @@ from datetime import UTC, datetime
 
 from ..core import ClusterState
 from ..core.pools import Pool
+from ..slurm.sacct import HistoryJob
+from ..slurm.sacct_usage import UsageRead
 from .history import Replay
+from .infer import candidates, infer_class
 from .replay import (
     GROUPS,
     RUNS,
@@ -87,6 +90,48 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
     }
 
 
+def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
+                  top: int = 10) -> dict:
+    """What the jobs used (where the history records it), the class each job's use suggests
+    (whatif/infer.py), and the ``top`` keys without a profile by GPU-hours: what to profile
+    next."""
+    measured = [u for u in usage.jobs.values() if u.core_use is not None]
+    classes = Counter(infer_class(u)[0] or "unclassified" for u in measured)
+    unprofiled = [j for j in history if replay.source.get(j.job_id) == "unknown"]
+    found = candidates(unprofiled, usage.jobs)
+    return {
+        "usage": {"jobs_measured": len(measured),
+                  "core_use_mean": round(sum(u.core_use or 0.0 for u in measured)
+                                         / len(measured), 3) if measured else None,
+                  "classes": dict(sorted(classes.items())),
+                  "unknown": dict(sorted(usage.unknown.items())),
+                  "skipped": len(usage.skipped)},
+        "keys_to_profile": [{"key": c.key, "gpu_hours": round(c.gpu_hours, 2),
+                             "jobs": len(c.jobs), "class": c.cls, "agree": round(c.agree, 2)}
+                            for c in found[:top]],
+    }
+
+
+def _usage_lines(doc: dict) -> list[str]:
+    u = doc.get("usage")
+    if not u:
+        return []
+    lines = ["", f"What jobs used: {u['jobs_measured']} jobs measured"
+             + (f", cores kept busy {u['core_use_mean']:.0%} on average"
+                if u["core_use_mean"] is not None else "")
+             + (", classes by use: " + ", ".join(f"{n} {k}" for k, n in u["classes"].items())
+                if u["classes"] else "")]
+    lines += [f"  not measured: {n} {why}" for why, n in u["unknown"].items()]
+    if doc.get("keys_to_profile"):
+        lines.append("Keys to profile next (no profile yet; by GPU-hours; class from use):")
+        lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs, "
+                  + (f"looks {k['class']} ({k['agree']:.0%} of its GPU-hours)" if k["class"]
+                     else "class unknown")
+                  + f"; synergy-sbatch --profile-key {k['key']} ..."
+                  for k in doc["keys_to_profile"]]
+    return lines
+
+
 def as_text(doc: dict) -> str:
     c = doc["cluster"]
     h, f = doc["headline"], doc["fidelity"]
@@ -131,6 +176,7 @@ def as_text(doc: dict) -> str:
             lines.append(f"  {key}: " + "; ".join(
                 f"{w} {runs[w]['jobs']} jobs, JCT {_h(runs[w]['jct_mean_h'])} h, "
                 f"wait {_h(runs[w]['wait_mean_h'])} h" for w in RUNS))
+    lines += _usage_lines(doc)
     return "\n".join(lines)
 
 

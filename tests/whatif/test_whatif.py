@@ -369,3 +369,22 @@ def test_each_jobs_profile_is_picked_as_the_controller_picks_it(paper_profiles):
     assert len(out.times("synergy")) == 4              # replayed with the typed profile
     rp = build_replay(jobs, profiles, (typed,), owners={"res18": "bob"}, trust="all")
     assert rp.source[4] == "comment"
+
+
+def test_what_jobs_used_and_the_keys_to_profile_next_are_reported():
+    """From a real history with its steps (sacct --json without -X): every job's use is
+    read, and the keys without a profile are listed by GPU-hours for profiling; a text
+    export, which carries no steps, says so."""
+    res = whatif("--from", str(FIXTURES / "sacct_usage_22.05.8.json"), "--servers", "4",
+                 "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["usage"]["jobs_measured"] == 4 and doc["usage"]["skipped"] == 0
+    keys = doc["keys_to_profile"]
+    assert {k["key"] for k in keys} == {"root.cpu-1of4", "root.mem-600of2000", "root.idle",
+                                        "root.steps-1of4"}
+    assert all(k["gpu_hours"] > 0 for k in keys)
+    assert [k["gpu_hours"] for k in keys] == sorted((k["gpu_hours"] for k in keys),
+                                                    reverse=True)
+    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
+    assert "usage not in this export" in res.output
