@@ -39,7 +39,8 @@ SACCT_ARGS = ("-a", "-D", "--json")
 @click.command("whatif")
 @click.option("--from", "export", type=click.Path(dir_okay=False, path_type=Path),
               help="A saved history instead of asking sacct: the output of "
-              "'sacct -a -X -D --json -S .. -E ..' or of 'sacct -a -X -D -P -o "
+              "'sacct -a -D --json -S .. -E ..' (without -X: each job's steps say what "
+              "it used) or of 'sacct -a -X -D -P -o "
               + ",".join(PRIORITY_FIELDS) + "'.")
 @click.option("--start", "-S", default="now-7days", show_default=True,
               help="Without --from: the window's start, as sacct -S takes it.")
@@ -144,7 +145,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     \b
     Examples:
       synergy whatif -S 2026-11-01 -E 2026-12-01 --report /tmp/whatif
-      sacct -a -X -D --json -S 2026-11-01 > nov.json; synergy whatif --from nov.json \\
+      sacct -a -D --json -S 2026-11-01 > nov.json; synergy whatif --from nov.json \\
           --servers 16 --rule 'name:^bert=transformer' --format json
     """
     cfg = config_or_exit(config_path)
