@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .model import Skipped
 from .parse import ParseError, expand_hostlist, num, text
@@ -31,6 +31,7 @@ PRIORITY_FIELDS = (*TEXT_FIELDS, *OPTIONAL_FIELDS)
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
 _MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,32 +85,49 @@ def parse_history(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
 
 # -- JSON --------------------------------------------------------------------------------
 def parse_history_json(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
+    return each_json_job(raw, _job_from_json)
+
+
+def each_json_job(raw: str, read: Callable[[Mapping[str, Any]], T | None]
+                  ) -> tuple[list[T], list[Skipped]]:
+    """``read`` applied to each job record of ``sacct --json``; a record it cannot read
+    (ValueError, TypeError, KeyError) is skipped with the reason, one it reads as None is
+    left out. Raises ParseError only when the output is not sacct's JSON at all."""
     try:
         doc = json.loads(raw)
     except ValueError as exc:
         raise ParseError(f"sacct output is not JSON: {exc}") from None
     if not isinstance(doc, Mapping) or not isinstance(doc.get("jobs"), list):
         raise ParseError("sacct JSON has no 'jobs' list")
-    out: list[HistoryJob] = []
+    out: list[T] = []
     skipped: list[Skipped] = []
     for i, rec in enumerate(doc["jobs"]):
         what = f"job {rec.get('job_id', f'#{i}')}" if isinstance(rec, Mapping) else f"#{i}"
         try:
             if not isinstance(rec, Mapping):
                 raise ValueError("not an object")
-            out.append(_job_from_json(rec))
+            got = read(rec)
         except (ValueError, TypeError, KeyError) as exc:
             skipped.append(Skipped(what, str(exc) or type(exc).__name__))
+            continue
+        if got is not None:
+            out.append(got)
     return out, skipped
 
 
-def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
+def id_and_times(rec: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]]:
+    """A JSON job record's id and its ``time`` object; ValueError without them."""
     job_id = num(rec.get("job_id"))
     if job_id is None:
         raise ValueError("no job_id")
     t = rec.get("time")
     if not isinstance(t, Mapping):
         raise ValueError("no time record")
+    return job_id, t
+
+
+def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
+    job_id, t = id_and_times(rec)
     submit = num(t.get("submission"))
     if not submit:
         raise ValueError("no submission time")

@@ -16,7 +16,6 @@ cannot be read at all is skipped with its reason. Nothing here raises on bad inp
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from typing import Any
 
 from .model import Skipped
 from .parse import ParseError, num, text
+from .sacct import each_json_job, id_and_times
 
 # ``sacct -a -D -P -o <USAGE_FIELDS>`` (no -X): what the text form must carry.
 USAGE_FIELDS = ("JobIDRaw", "Elapsed", "AllocCPUS", "TotalCPU", "MaxRSS", "TRESUsageInMax",
@@ -75,34 +75,14 @@ def parse_usage(raw: str) -> UsageRead:
 
 # -- JSON -----------------------------------------------------------------------------------
 def parse_usage_json(raw: str) -> UsageRead:
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise ParseError(f"sacct output is not JSON: {exc}") from None
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("jobs"), list):
-        raise ParseError("sacct JSON has no 'jobs' list")
     out = UsageRead()
-    for i, rec in enumerate(doc["jobs"]):
-        what = f"job {rec.get('job_id', f'#{i}')}" if isinstance(rec, Mapping) else f"#{i}"
-        try:
-            if not isinstance(rec, Mapping):
-                raise ValueError("not an object")
-            job = _json_job(rec, out.unknown)
-        except (ValueError, TypeError, KeyError) as exc:
-            out.skipped.append(Skipped(what, str(exc) or type(exc).__name__))
-            continue
-        if job is not None:
-            out.jobs[job.job_id] = job
+    jobs, out.skipped = each_json_job(raw, lambda rec: _json_job(rec, out.unknown))
+    out.jobs = {j.job_id: j for j in jobs}
     return out
 
 
 def _json_job(rec: Mapping[str, Any], unknown: Counter) -> JobUsage | None:
-    job_id = num(rec.get("job_id"))
-    if job_id is None:
-        raise ValueError("no job_id")
-    t = rec.get("time")
-    if not isinstance(t, Mapping):
-        raise ValueError("no time record")
+    job_id, t = id_and_times(rec)
     elapsed = num(t.get("elapsed"), 0) or 0
     if elapsed <= 0:
         return None                      # never ran: nothing used
