@@ -74,10 +74,10 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
     hand to try the hook without the controller (the table expires after max_age_s)."""
     cfg = config_or_exit(config_path)
     if out is None:
-        writable_dir(Path(cfg.hook.state_dir), "[hook] state_dir")   # made when missing
-    dest = out or table_path(cfg.hook)
-    if out is not None:
-        writable_file(out, "--out")
+        dest = table_path(cfg.hook)
+        writable_dir(dest.parent, "[hook] state_dir")                 # made when missing
+    else:
+        dest = writable_file(out, "--out")
     if profiles_path is not None:
         try:
             profiles = load_profiles(profiles_path)

@@ -121,18 +121,18 @@ TASK_ID_BASE = 1 << 40
 TASKS_PER_ARRAY = 1 << 20
 
 
-def array_tasks(job: SlurmJob, spec: JobSpec, jobs: list[SlurmJob], pool_gpus: int
+def array_tasks(job: SlurmJob, spec: JobSpec, started: Mapping[int, int], pool_gpus: int
                 ) -> list[JobSpec]:
     """The core's view of a pending array record: its first task (``spec`` itself) and the
     tasks that could start beside it: every pending task, within the array's throttle less
-    its running tasks, and no more than the pool's GPUs hold. Each further task has its own
-    id (``TASK_ID_BASE`` + ...); nothing is ever written for those ids."""
+    its tasks already started (``started``: by array id), and no more than the pool's GPUs
+    hold. Each further task has its own id (``TASK_ID_BASE`` + ...); nothing is ever
+    written for those ids."""
     if not job.pending_array or job.array_pending_tasks <= 1:
         return [spec]
     n = job.array_pending_tasks
-    if job.array_throttle:
-        started = sum(1 for j in jobs if j.array_job_id == job.array_job_id and not j.pending)
-        n = min(n, job.array_throttle - started)
+    if job.array_throttle and job.array_job_id is not None:
+        n = min(n, job.array_throttle - started.get(job.array_job_id, 0))
     n = max(1, min(n, pool_gpus // max(job.gpus, 1), TASKS_PER_ARRAY - 1))
     base = TASK_ID_BASE + job.job_id * TASKS_PER_ARRAY
     return [spec, *(replace(spec, id=base + i) for i in range(1, n))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -261,7 +262,9 @@ class Controller:
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
         suspect = suspect_caps(self.state)
-        peaks = self._memory_floors() if can_shrink else {}
+        peaks = self._memory_floors([j for j in managed if j.running]) if can_shrink else {}
+        started = Counter(j.array_job_id for j in snap.jobs
+                          if j.array_job_id is not None and not j.pending)
         inputs: list[PoolJobs] = []
         jobs_of: list[list[SlurmJob]] = []
         for pool, gpu_type, mine in groups:
@@ -273,7 +276,7 @@ class Controller:
             pool_gpus = sum(sv.capacity.gpus for sv in pool.of_type(gpu_type).servers)
             inputs.append(PoolJobs(
                 pool, gpu_type, [task for j in mine if runnable(j, can_lower)
-                                 for task in array_tasks(j, specs[j.job_id], snap.jobs,
+                                 for task in array_tasks(j, specs[j.job_id], started,
                                                          pool_gpus)],
                 holdings([(j, specs[j.job_id]) for j in running if requeue_ok(j)], fair),
                 shrinkable([(j, replace(specs[j.job_id], mem_floor_gb=peaks[j.job_id]))
@@ -301,20 +304,15 @@ class Controller:
         plan = merged_plan(plans, self.allocator.name, self.policy.name)
         return plan, actions
 
-    def _memory_floors(self) -> dict[int, float]:
+    def _memory_floors(self, running: list[SlurmJob]) -> dict[int, float]:
         """Per running job whose use the closed loop measured, the least memory per GPU it
         may be lowered to: its peak so far with ``[usage] headroom``. Only these jobs are
         lowered in place: where memory limits bite (cgroups), a job lowered below what it
         really uses is killed, and its profile is no proof of that."""
         if not self.cfg.usage.enabled:
             return {}
-        out: dict[int, float] = {}
-        for row in self.state.usage():
-            peak = row.get("peak_mem_gb")
-            if isinstance(peak, int | float) and peak >= 0:
-                out[row["job_id"]] = max(out.get(row["job_id"], 0.0),
-                                         peak * self.cfg.usage.headroom)
-        return out
+        return {j: max(0.0, peak) * self.cfg.usage.headroom
+                for j, peak in self.state.peak_mem(r.job_id for r in running).items()}
 
     def _spec(self, job: SlurmJob, now: float, profiles: dict[str, Profile],
               types: frozenset[str], caps: dict[int, PerGpu],

@@ -184,6 +184,17 @@ class StateStore:
     def usage(self, key: str | None = None) -> list[dict]:
         return self._by_key("usage", key, "key, user, job_id")
 
+    def peak_mem(self, job_ids: Iterable[int]) -> dict[int, float]:
+        """The peak memory per GPU (GB) measured for each of ``job_ids`` that has one."""
+        ids = sorted(set(job_ids))
+        out: dict[int, float] = {}
+        for i in range(0, len(ids), 500):           # within SQLite's parameter limit
+            chunk = ids[i:i + 500]
+            out.update(self.db.execute(
+                "SELECT job_id, peak_mem_gb FROM usage WHERE peak_mem_gb IS NOT NULL AND "
+                f"job_id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return out
+
     def forget_usage(self, slot: str) -> None:
         """Drop the use measured against a profile that was just measured again."""
         self.db.execute("DELETE FROM usage WHERE slot = ?", (slot,))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ MODULE = "synergy.lua"
 # The first line of each file synergy writes: what tells a file of ours from a site's.
 SCRIPT_MARK = "-- synergy-slurm: job_submit.lua for a site without rules of its own"
 MODULE_MARK = "synergy-slurm's job_submit rules, as a Lua module"
+_SAFE_DIR = re.compile(r"^/[\w.\-/]*$")
 
 
 def join_line(conf_dir: Path, state_dir: Path) -> str:
@@ -31,10 +33,12 @@ def join_line(conf_dir: Path, state_dir: Path) -> str:
 def render_script(template: str, state_dir: Path) -> str:
     """The shipped stand-alone job_submit.lua, naming the state directory (the template's
     bare ``chain()`` reads the table beside the module, as the dev cluster keeps it)."""
-    if not str(state_dir).startswith("/") or '"' in str(state_dir) or "\\" in str(state_dir):
-        raise ValueError(f"state dir {state_dir}: must be an absolute path without quotes")
+    # The path lands inside Lua source that slurmctld runs: letters, digits, . _ - / only.
+    if not _SAFE_DIR.fullmatch(str(state_dir)):
+        raise ValueError(f"{str(state_dir)!r}: must be an absolute path of letters, digits "
+                         "and . _ - / only (it is written into job_submit.lua)")
     if ".chain()" not in template:
-        raise ValueError("the shipped job_submit.lua has no chain() call")
+        raise RuntimeError("the shipped job_submit.lua has no chain() call")
     return template.replace(".chain()", f'.chain("{state_dir}")', 1)
 
 

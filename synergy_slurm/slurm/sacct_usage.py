@@ -12,6 +12,11 @@ A job's peak memory is the largest of its steps' (a step's total over its tasks 
 recorded, else its largest task); its CPU time is its steps' sum. A field that is missing or
 malformed leaves that measure unknown (None) and is counted with its reason; a record that
 cannot be read at all is skipped with its reason. Nothing here raises on bad input.
+
+CPU time and memory are checked against histories recorded on 22.05 and 26.05
+(tests/slurm/record_usage.py). The GPU fields follow Slurm's names (``gres/gpuutil`` in
+TRESUsageInAve / the steps' average, ``gres/gpumem`` in TRESUsageInMax / their max, bytes in
+JSON) but were never recorded here: the dev cluster's GPUs are fake and NVML-less.
 """
 
 from __future__ import annotations
@@ -217,8 +222,9 @@ def _text_job(job_id: int, parts: Mapping[str, Any], unknown: Counter) -> JobUsa
             mem = _size_mb(s.get("MaxRSS", ""))
         if mem is not None:
             peaks.append(mem)
-        if "gres/gpuutil" in total:
-            util.append(total["gres/gpuutil"] / 100)
+        mean = _usage_map(s.get("TRESUsageInAve", ""))      # a column the header may add
+        if "gres/gpuutil" in mean:
+            util.append(mean["gres/gpuutil"] / 100)
         if "gres/gpumem" in most:
             gmem.append(most["gres/gpumem"])
     if not peaks:

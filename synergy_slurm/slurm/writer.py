@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .commands import SlurmCLI, SlurmError, safe_arg
 from .model import SlurmJob
-from .parse import mem_mb, parse_kv_line, per_gpu_value
+from .parse import mem_mb, parse_kv_line, per_gpu_value, tres_map
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +200,7 @@ class SlurmWriter:
         deadline = time.monotonic() + timeout_s
         while True:
             fields = self.read(job.job_id)
-            held = dict(kv.split("=", 1) for kv in fields.get("AllocTRES", "").split(",")
-                        if "=" in kv).get("mem", "")
+            held = tres_map(fields.get("AllocTRES", "")).get("mem", "")
             # AllocTRES may round large values into G/T units: within half a percent.
             if held and abs(mem_mb(held) - want * nodes) <= 0.005 * want * nodes:
                 return

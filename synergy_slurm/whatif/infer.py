@@ -70,19 +70,18 @@ def key_of(job: HistoryJob) -> str:
 def candidates(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage]
                ) -> list[Candidate]:
     """The GPU jobs that ran, grouped by :func:`key_of`, most GPU-hours first."""
-    groups: dict[str, list[HistoryJob]] = defaultdict(list)
+    groups: dict[str, dict[int, float]] = defaultdict(dict)     # key -> job -> GPU-hours
     for j in history:
         if j.gpus > 0 and j.start is not None and j.end is not None and j.end > j.start:
-            groups[key_of(j)].append(j)
+            groups[key_of(j)][j.job_id] = j.gpus * (j.end - j.start) / 3600
     out = []
-    for key, jobs in groups.items():
-        hours = {j.job_id: j.gpus * (j.end - j.start) / 3600 for j in jobs}  # type: ignore
+    for key, hours in groups.items():
         votes: dict[str, float] = defaultdict(float)
-        for j in jobs:
-            u = usage.get(j.job_id)
+        for job_id, h in hours.items():
+            u = usage.get(job_id)
             cls = infer_class(u)[0] if u is not None else None
             if cls is not None:
-                votes[cls] += hours[j.job_id]
+                votes[cls] += h
         total = sum(hours.values())
         best = max(sorted(votes), key=lambda c: votes[c]) if votes else None
         out.append(Candidate(key, tuple(sorted(hours)), total, best,

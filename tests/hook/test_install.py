@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from synergy_slurm.cli.main import main
@@ -91,10 +92,13 @@ def test_an_earlier_synergy_file_is_updated(tmp_path):
     assert not list(tmp_path.glob("*.bak-*"))
 
 
-def test_a_relative_state_dir_is_refused_before_anything_is_written(tmp_path):
-    res = install(tmp_path, "--write", "--state-dir", "state")
-    assert res.exit_code == 2 and "absolute" in res.output
-    assert not list(tmp_path.iterdir())
+@pytest.mark.parametrize("state", ["state", '/var/lib/x")\nos.execute("id")--', "/a b",
+                                   "/var/lib/synergy\n"])
+def test_a_state_dir_that_cannot_go_into_lua_is_refused_before_anything_is_written(
+        tmp_path, state):
+    res = install(tmp_path, "--write", "--state-dir", state)
+    assert res.exit_code == 2 and "must be an absolute path of letters" in res.output
+    assert "Traceback" not in res.output and not list(tmp_path.iterdir())
 
 
 def test_export_writes_the_table_into_the_state_dir_and_makes_it(tmp_path):
