@@ -4,8 +4,11 @@ Generates a sacct JSON export of N jobs (default 100,000) on a cluster of S serv
 Philly-derived job mix (multi-GPU sizes, image/language/speech split), whose start and end
 times come from a proportional replay (so the export is a self-consistent history of what a
 GPU-proportional scheduler did), a third of the jobs naming their profile in the comment
-the way synergy-sbatch writes it, the rest unknown. Then times the whole command (read,
-parse, both replays, report) and prints the figure as JSON.
+the way synergy-sbatch writes it, the rest unknown; each job with one step that records
+what it used, as sacct without -X exports it (its class's share of its cores busy, a
+quarter of its memory), so the forecasts and the keys to profile are computed too. Then
+times the whole command (read, parse, the plain replay and the three forecasts' replays,
+report) and prints the figure as JSON.
 
     python benchmarks/whatif_scale.py [--jobs 100000] [--servers 64] [--round-seconds 300]
 
@@ -29,6 +32,7 @@ from synergy_slurm.cli.options import default_profiles_path
 from synergy_slurm.core import ClusterState
 from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.jobsets import CLASSES
 from synergy_slurm.sim.trace import philly_jobs
 
 T0 = 1_790_000_000
@@ -44,19 +48,28 @@ def export(n: int, servers: int, round_s: float, seed: int) -> dict:
     res = simulate(trace, profiles, SimConfig(cluster, allocator="proportional",
                                               round_s=round_s, preemptive=False))
     by_id = {t.job_id: t for t in trace}
+    busy = {m: share for cls, share in (("image", 0.95), ("language", 0.15), ("speech", 0.55))
+            for m in CLASSES[cls]}
     jobs = []
     for r in res.jobs:
         t = by_id[r.job_id]
         jid = r.job_id + 1
         comment = f"synergy:profile={t.model}" if jid % 3 == 0 else ""
+        elapsed = int(r.finish) - int(r.start)
+        cpu_s = busy.get(t.model, 0.5) * elapsed * 3 * t.gpus
         jobs.append({
             "job_id": jid, "user": f"u{jid % 50}", "account": f"lab-{jid % 4}",
-            "partition": "gpu", "name": f"{t.model}-{jid}", "qos": "normal",
+            "partition": "gpu", "name": t.model, "qos": "normal",
             "comment": {"job": comment, "administrator": None, "system": None},
             "state": {"current": ["COMPLETED"], "reason": "None"},
             "nodes": "n1",
             "time": {"submission": T0 + int(t.arrival), "eligible": T0 + int(t.arrival),
-                     "start": T0 + int(r.start), "end": T0 + int(r.finish)},
+                     "start": T0 + int(r.start), "end": T0 + int(r.finish),
+                     "elapsed": elapsed},
+            "steps": [{"step": {"name": "batch"},
+                       "time": {"total": {"seconds": int(cpu_s), "microseconds": 0}},
+                       "tres": {"requested": {"max": [
+                           {"type": "mem", "name": "", "count": 15625 * 2**20 * t.gpus}]}}}],
             "tres": {"allocated": [{"type": "cpu", "name": "", "count": 3 * t.gpus},
                                    {"type": "mem", "name": "", "count": 62500 * t.gpus},
                                    {"type": "gres", "name": "gpu", "count": t.gpus}],
@@ -92,7 +105,9 @@ def main_() -> int:
         "export_mb": round(size_mb, 1), "generate_s": round(gen_s, 1),
         "whatif_wall_s": round(wall, 1), "replays_s": out["wall_s"],
         "target_s": 120, "fidelity": out["fidelity"], "gain": out["gain"],
-        "profiles": out["profiles"]}))
+        "profiles": out["profiles"], "forecast": out["forecast"],
+        "jobs_measured": out["usage"]["jobs_measured"],
+        "keys_to_profile": len(out["keys_to_profile"])}))
     return 0
 
 

@@ -54,6 +54,22 @@ def granted_share() -> tuple[int, float, int]:
     return max(1, cpus // max(1, gpus)), mem_mb / MB_PER_GB / max(1, gpus), gpus
 
 
+def _burner(share: float, period_s: float = 0.02) -> int:
+    """A child process that keeps one core ``share`` busy (busy, then asleep, in each
+    ``period_s``), at the lowest priority: under contention it yields to Slurm's daemons.
+    Returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    os.nice(19)
+    busy = period_s * min(1.0, max(0.0, share))
+    while True:
+        end = time.perf_counter() + busy
+        while time.perf_counter() < end:
+            pass
+        time.sleep(period_s - busy)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profiles", required=True, type=Path)
@@ -63,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="wall seconds per emulated second (0.005: 1 h -> 18 s)")
     ap.add_argument("--state", type=Path, help="checkpoint file (resume after requeue)")
     ap.add_argument("--chunk-s", type=float, default=0.5, help="wall seconds per checkpoint")
+    ap.add_argument("--use-cores", type=float, default=0.0, metavar="SHARE",
+                    help="keep this share (0-1) of every granted core busy, as the job's "
+                    "data pipeline would: what accounting then records (TotalCPU)")
+    ap.add_argument("--use-mem-mb", type=int, default=0,
+                    help="hold this much resident memory (MB) for the whole run (MaxRSS)")
     args = ap.parse_args(argv)
     profile = load_profiles(args.profiles)[args.model]
     cpus, mem_gb, gpus = granted_share()
@@ -80,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     per_chunk = max(1, int(args.chunk_s / iter_s)) if iter_s > 0 else args.iterations
     if os.environ.get("SYNERGY_PROGRESS_FILE"):
         per_chunk = 1   # the profiler is watching: one progress line per iteration
+    # The burners first: a child forked after the ballast would count it again (RSS).
+    burners = [_burner(args.use_cores) for _ in range(cpus * gpus if args.use_cores else 0)]
+    ballast = bytearray(args.use_mem_mb * 2**20)      # zero-filled: every page touched
     with Progress() as progress:
         while done < args.iterations and not stop["now"]:
             n = min(per_chunk, args.iterations - done)
@@ -90,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                 tmp = args.state.with_suffix(".tmp")
                 tmp.write_text(json.dumps({"done": done}))
                 tmp.replace(args.state)
+    for pid in burners:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    del ballast
     print(f"{'finished' if done >= args.iterations else 'stopped'} at {done} iterations",
           flush=True)
     return 0 if done >= args.iterations else 143

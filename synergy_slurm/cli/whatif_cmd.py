@@ -19,8 +19,9 @@ from ..slurm.parse import ParseError
 from ..slurm.release import Release, detect
 from ..slurm.sacct import PRIORITY_FIELDS, parse_history
 from ..slurm.sacct_usage import UsageRead, parse_usage
-from ..whatif import HistoryError, Rule, build_replay, report
+from ..whatif import HistoryError, Rule, build_replay, forecast, report
 from ..whatif import replay as replay_mod
+from ..whatif.history import MixGuess
 from .errors import BadInput, Failed, writable_dir
 from .options import (
     check_server,
@@ -54,10 +55,10 @@ SACCT_ARGS = ("-a", "-D", "--json")
               "comment, qos) matches REGEX, when their comment names no profile. Tried "
               "before [whatif] rules; repeatable.")
 @click.option("--assume-mix", default=None, metavar="IMAGE,LANGUAGE,SPEECH",
-              help="Draw a profile for each unknown job from this class mix (percentages) "
-              "instead of leaving it proportional; the report counts them as assumed.")
+              help="The optimistic forecast's class mix (percentages) for jobs with no "
+              "profile: each is drawn from it (default: the paper's 20,70,10).")
 @click.option("--seed", default=0, show_default=True, type=int,
-              help="With --assume-mix: the draws' seed.")
+              help="The optimistic forecast's draws' seed.")
 @click.option("--cluster", "cluster_file", metavar="FILE|NAME", default=None,
               help="Replay on a cluster description (as 'synergy dev-cluster up --cluster' "
               "takes it) instead of the live cluster's nodes.")
@@ -137,10 +138,17 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     A job's profile comes from the hook's tag or its comment (synergy:profile=KEY, as
     synergy-sbatch writes it), else from --rule / [whatif] rules, and is picked as the
     controller picks it: measured on the GPU type the job asked for (else an untyped one),
-    among those [profiles] trust lets shape its user's jobs. Other jobs are unknown and stay
-    proportional (or, with --assume-mix, are drawn from a class mix). Jobs that never started are
-    counted and left out; jobs without GPUs keep their cores and memory where they ran.
-    Records that cannot be read are skipped with a count and a reason.
+    among those [profiles] trust lets shape its user's jobs. Other jobs are replayed by the
+    class their measured use suggests (export without -X: the steps carry TotalCPU and
+    MaxRSS), else unknown and proportional. Jobs that never started are counted and left
+    out; jobs without GPUs keep their cores and memory where they ran. Records that cannot
+    be read are skipped with a count and a reason.
+
+    Three forecasts, each with what it assumes: guaranteed (only what measured use
+    proves: jobs ask for what they used, none runs faster), expected (profiles, else the
+    class by use: the synergy replay above) and optimistic (unknown jobs drawn from
+    --assume-mix); then the keys whose profiling would most narrow the gap, with the
+    commands that profile them, and the GPU-hours in shapes synergy does not reshape.
 
     \b
     Examples:
@@ -198,12 +206,21 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     release = _release(slurm_release, release, cli)
     ctl = _controller(cfg, release, controller_interval, release_delay, round_seconds,
                       restart_cost, requeue_budget)
+    used = _usage(raw)
+    # The synergy replay is the expected forecast; the guaranteed and the optimistic are
+    # replayed beside it (whatif/forecast.py).
+    guesses = {"synergy": forecast.InferredGuess(forecast.key_classes(history, used.jobs)),
+               "guaranteed": forecast.UsedGuess(forecast.key_needs(
+                   history, used.jobs, cfg.usage.headroom)),
+               "optimistic": MixGuess(mix or forecast.PAPER_MIX, seed)}
     try:
-        rp = build_replay(history, profiles, found, parsed_rules, mix, seed, export_time,
-                          startup_seconds, default_time_limit * 60, owners,
-                          cfg.profiles.trust)
+        built = {name: build_replay(history, profiles, found, parsed_rules, guess,
+                                    export_time, startup_seconds, default_time_limit * 60,
+                                    owners, cfg.profiles.trust)
+                 for name, guess in guesses.items()}
     except HistoryError as exc:
         raise BadInput(f"{source}: {exc}") from None
+    rp = built.pop("synergy")
     future = [j for j in history if j.submit > time.time() + 86400]
     if future:
         # No window bounds a saved export: a clock set wrong shows only against today.
@@ -218,29 +235,34 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     show = sys.stderr.isatty() if progress is None else progress
     span = max(1.0, max(t.arrival for t in rp.trace))
     state = {"pos": 0}
-    with (click.progressbar(length=200, label="replaying", file=sys.stderr,
+    runs = 2 + len(built)
+    with (click.progressbar(length=100 * runs, label="replaying", file=sys.stderr,
                             show_percent=True) if show else nullcontext()) as bar:
 
         def on_round(which: str, now: float) -> None:
             if bar is None:
                 return
-            pos = int(min(1.0, now / span) * 100) + (100 if which == "synergy" else 0)
+            pos = int(min(1.0, now / span) * 100) + 100 * names.index(which)
             if pos > state["pos"]:
                 bar.update(pos - state["pos"])
                 state["pos"] = pos
 
+        names = ["plain", "synergy", *built]
         try:
-            outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round)
+            outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round,
+                                     built)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
                        {"slurm_release": str(release) if release else "22.05 rules",
                         "startup_s": startup_seconds, "profiles_from": profiles_from,
                         "default_time_limit_min": default_time_limit or "unlimited"})
-    doc.update(report.usage_section(history, rp, _usage(raw)))
+    doc.update(report.usage_section(history, rp, used, profiles, cluster.fair))
+    doc.update(report.forecast_section(outcome, rp, built, mix or forecast.PAPER_MIX,
+                                       mix is None))
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
-        for path in report.write_html(doc, outcome, report_dir / "report.html"):
+        for path in report.write_html(doc, outcome, report_dir / "report.html", used):
             click.echo(f"wrote {path}", err=True)
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
 

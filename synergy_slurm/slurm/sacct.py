@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+from ..vocabulary import not_reshaped
 from .model import Skipped
 from .parse import ParseError, expand_hostlist, num, text
+from .submit_line import request
 
 # ``sacct -a -X -P -o <TEXT_FIELDS>``: what the text form must carry, in this order.
 TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment", "State",
@@ -64,6 +66,10 @@ class HistoryJob:
     # Its time limit (None: unlimited or not recorded), what Slurm's backfill planned with.
     time_limit_s: float | None = None
     admin_comment: str = ""
+    # Why synergy would leave its GPU request as submitted (a heterogeneous component, a
+    # reservation, --gpus-per-task, ...: vocabulary.not_reshaped), as far as its record
+    # tells (slurm/submit_line.py); "" when it would reshape it.
+    unshaped: str = ""
 
     @property
     def started(self) -> bool:
@@ -151,11 +157,24 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
         comment = comment.get("job")
     nodes = text(rec.get("nodes"))
     limit_min = num(t.get("limit"), None)
-    return _job(job_id, text(rec.get("user")), text(rec.get("account")),
+    het = rec.get("het") if isinstance(rec.get("het"), Mapping) else {}
+    resv = rec.get("reservation") if isinstance(rec.get("reservation"), Mapping) else {}
+    job = _job(job_id, text(rec.get("user")), text(rec.get("account")),
                 text(rec.get("partition")), text(rec.get("name")), text(comment),
                 text(current).split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
                 used, nodes, text(rec.get("qos")), _priority(rec.get("priority")),
                 limit_min * 60.0 if limit_min and limit_min > 0 else None, text(admin))
+    return _with_shape(job, text(rec.get("submit_line")), bool(num(het.get("job_id"), 0)),
+                       text(resv.get("name")) not in ("", "0"))
+
+
+def _with_shape(job: HistoryJob, submit_line: str, het: bool, reservation: bool
+                ) -> HistoryJob:
+    if job.gpus <= 0:
+        return job
+    why = not_reshaped(request(submit_line, job.gpus, max(1, len(job.nodes)), het,
+                               reservation))
+    return replace(job, unshaped=why) if why else job
 
 
 def _priority(value: Any) -> int:
@@ -241,11 +260,14 @@ def _job_from_text(r: dict[str, str]) -> HistoryJob:
     req = _tres_text(r["ReqTRES"])
     used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
     used = {**used, **{f"asked:{k}": v for k, v in req.items() if _GPU_TYPED.match(k)}}
-    return _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
-                r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
-                _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
-                r["NodeList"], r["QOS"], _text_priority(r.get("Priority", "")),
-                _duration(r.get("Timelimit", "")), r.get("AdminComment", ""))
+    job = _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
+               r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
+               _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
+               r["NodeList"], r["QOS"], _text_priority(r.get("Priority", "")),
+               _duration(r.get("Timelimit", "")), r.get("AdminComment", ""))
+    # Where a header names them (sacct -o ...,Reservation,SubmitLine).
+    return _with_shape(job, r.get("SubmitLine", ""), False,
+                       r.get("Reservation", "") not in ("", "(null)"))
 
 
 def _duration(value: str) -> float | None:

@@ -11,10 +11,11 @@ proportional did its work faster (slower) by its profile's speedup there. A job 
 time limit, failed or was cancelled runs as long as it did in every replay (nothing says it
 would have done otherwise). Its profile key comes from the hook's tag or its comment
 (``synergy:profile=KEY``), else from the admin's rules (a regex on a field), else it is
-unknown: proportional in every run (synergy changes nothing for it), or, with an assumed
-class mix, drawn from that mix. The profile for a key is the one the controller would use:
-among those ``[profiles] trust`` lets shape the job's user, the one measured on the GPU type
-it asked for (or its partition's only type), else an untyped one (``core.pick_profile``).
+unknown: proportional in every run (synergy changes nothing for it) unless a forecast
+guesses one (whatif/forecast.py: from its measured use, or drawn from a class mix). The
+profile for a key is the one the controller would use: among those ``[profiles] trust``
+lets shape the job's user, the one measured on the GPU type it asked for (or its
+partition's only type), else an untyped one (``core.pick_profile``).
 
 What is not replayed is counted with its reason: jobs that never started, and jobs that
 were still running at the export (replayed with the time they had run, a lower bound).
@@ -30,6 +31,7 @@ import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from ..core import PerGpu, Profile, Resources, pick_profile
 from ..core.pools import Pool
@@ -54,6 +56,44 @@ _RULE = re.compile(r"^(\w+):(.+)=([^=]+)$")
 
 class HistoryError(ValueError):
     """A rule or an option that cannot be used; the message says which and why."""
+
+
+class Guess(Protocol):
+    """What a forecast says of a job's profile, given the one the controller would find
+    (``prof``, None for an unknown job) and where it came from (``how``); ``mine``: the
+    profiles trust lets shape the job, ``types``: the GPU types it may run on. Returns the
+    profile to replay it with and its source (whatif/forecast.py has the three forecasts')."""
+
+    def __call__(self, job: HistoryJob, prof: Profile | None, how: str,
+                 mine: Mapping[str, Profile], types: frozenset[str]
+                 ) -> tuple[Profile | None, str]: ...
+
+
+@dataclass
+class MixGuess:
+    """Unknown jobs drawn from a class mix (image, language, speech weights), round-robin
+    over the class's models: the optimistic forecast, an assumption and labelled so."""
+
+    weights: Sequence[float]
+    seed: int = 0
+    _rng: random.Random = field(init=False, repr=False)
+    _turn: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._turn = dict.fromkeys(CLASSES, 0)
+
+    def __call__(self, job: HistoryJob, prof: Profile | None, how: str,
+                 mine: Mapping[str, Profile], types: frozenset[str]
+                 ) -> tuple[Profile | None, str]:
+        if prof is not None:
+            return prof, how
+        cls = self._rng.choices(list(CLASSES), weights=list(self.weights))[0]
+        models = [p for m in CLASSES[cls] if (p := pick_profile(mine, m, types))]
+        if not models:
+            return None, how
+        self._turn[cls] += 1
+        return models[(self._turn[cls] - 1) % len(models)], "assumed"
 
 
 @dataclass(frozen=True)
@@ -88,8 +128,9 @@ class Rule:
 @dataclass
 class Replay:
     """A history made replayable: the trace (ids are the Slurm job ids), the jobs behind
-    it, how each got its profile, the background, what was left out and why, and how many
-    of the GPU jobs synergy's hook had tagged (it was running then)."""
+    it, how each got its profile (and the profiles its trace names, by slot), the
+    background, what was left out and why, and how many of the GPU jobs synergy's hook had
+    tagged (it was running then)."""
 
     t0: float
     trace: list[TraceJob]
@@ -100,6 +141,7 @@ class Replay:
     notes: Counter[str] = field(default_factory=Counter)
     end: float = 0.0
     managed: int = 0
+    profiles: dict[str, Profile] = field(default_factory=dict)
 
     @property
     def under_synergy(self) -> bool:
@@ -109,16 +151,16 @@ class Replay:
 
 def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
                  pools: Sequence[Pool], rules: Sequence[Rule] = (),
-                 assume: Sequence[float] | None = None, seed: int = 0,
-                 export_time: float | None = None, startup_s: float = 0.0,
-                 default_limit_s: float = 0.0, owners: Mapping[str, str] | None = None,
-                 trust: str = "all") -> Replay:
+                 guess: Guess | None = None, export_time: float | None = None,
+                 startup_s: float = 0.0, default_limit_s: float = 0.0,
+                 owners: Mapping[str, str] | None = None, trust: str = "all") -> Replay:
     """The replay of ``history`` (every job with GPUs that started; the rest counted) on
     ``pools`` (the replayed cluster's partitions; a job of a partition it lacks is replayed
-    in the first). ``assume``: image, language, speech weights to draw unknown jobs'
-    profiles from; ``export_time``: when the history was read (ends the still-running jobs;
-    default the latest time in it); ``startup_s``: each job's start-up, which no share
-    speeds up; ``default_limit_s``: the time limit of jobs without one (0: unlimited)."""
+    in the first). ``guess``: a forecast's say on each job's profile (unknown jobs stay
+    proportional without one); ``export_time``: when the history was read (ends the
+    still-running jobs; default the latest time in it); ``startup_s``: each job's
+    start-up, which no share speeds up; ``default_limit_s``: the time limit of jobs
+    without one (0: unlimited)."""
     if not pools:
         raise HistoryError("no partition to replay on")
     n_records = len(history)
@@ -131,12 +173,10 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
     t0 = min((j.submit for j in started if j.gpus > 0), default=min(times))
     servers = [s.name for p in pools for s in p.cluster.servers]
     by_name = {p.partition: p for p in pools}
-    rng = random.Random(seed)
     out = Replay(t0, [], {}, {}, [], end=end)
     if len(history) < n_records:
         out.notes["records of earlier runs of requeued jobs: only the last run is "
                   "replayed, from the first submission"] += n_records - len(history)
-    turn = dict.fromkeys(CLASSES, 0)
     for job in sorted(history, key=lambda j: (j.submit, j.job_id)):
         if not PLAUSIBLE_SINCE <= job.submit <= end + 86400:
             out.notes[f"submitted in {_year(job.submit)}, outside the window's time: check "
@@ -163,12 +203,10 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
         mine = profiles if trust == "all" else trusted(profiles, owners or {}, job.user, trust)
         types = pool.types(job.gpu_type or None)
         prof, how = _profile(job, tags, mine, rules, types)
-        if prof is None and assume is not None:
-            cls = rng.choices(list(CLASSES), weights=list(assume))[0]
-            models = [p for m in CLASSES[cls] if (p := pick_profile(mine, m, types))]
-            if models:
-                prof, how = models[turn[cls] % len(models)], "assumed"
-                turn[cls] += 1
+        if guess is not None:
+            prof, how = guess(job, prof, how, mine, types)
+        if prof is not None:
+            out.profiles[prof.slot] = prof
         out.trace.append(_trace_job(job, finish, t0, pool, prof, tags, startup_s,
                                     default_limit_s))
         out.jobs[job.job_id] = job

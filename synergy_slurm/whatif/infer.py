@@ -4,7 +4,7 @@ The rule, from the Synergy paper's workload model: an image model whose
 data pipeline decodes and augments on the CPU keeps every core it is given busy and still
 leaves its GPU waiting, so it gains from more cores; a language model leaves most of its
 cores idle and runs as fast with fewer; speech models sit between. So, per job that ran long
-enough for start-up not to dominate:
+enough (a minute) for start-up not to dominate:
 
 - cores kept busy at least ``SATURATED`` of the time and GPUs, where recorded, busy less than
   ``GPU_BUSY``: **image** (input-bound);
@@ -18,7 +18,7 @@ Jobs are grouped into the keys a site would recognise: the same user and job nam
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -28,7 +28,7 @@ from ..slurm.sacct_usage import JobUsage
 SATURATED = 0.85
 IDLE = 0.35
 GPU_BUSY = 0.8
-MIN_ELAPSED_S = 600.0
+MIN_ELAPSED_S = 60.0
 _KEY_CHARS = re.compile(r"[^\w.:\-]+")
 
 
@@ -59,6 +59,7 @@ class Candidate:
     gpu_hours: float
     cls: str | None
     agree: float
+    gpus: int = 1           # the GPUs its jobs most often asked for
 
 
 def key_of(job: HistoryJob) -> str:
@@ -71,9 +72,11 @@ def candidates(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage]
                ) -> list[Candidate]:
     """The GPU jobs that ran, grouped by :func:`key_of`, most GPU-hours first."""
     groups: dict[str, dict[int, float]] = defaultdict(dict)     # key -> job -> GPU-hours
+    sizes: dict[str, Counter[int]] = defaultdict(Counter)
     for j in history:
         if j.gpus > 0 and j.start is not None and j.end is not None and j.end > j.start:
             groups[key_of(j)][j.job_id] = j.gpus * (j.end - j.start) / 3600
+            sizes[key_of(j)][j.gpus] += 1
     out = []
     for key, hours in groups.items():
         votes: dict[str, float] = defaultdict(float)
@@ -85,5 +88,6 @@ def candidates(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage]
         total = sum(hours.values())
         best = max(sorted(votes), key=lambda c: votes[c]) if votes else None
         out.append(Candidate(key, tuple(sorted(hours)), total, best,
-                             votes[best] / total if best and total else 0.0))
+                             votes[best] / total if best and total else 0.0,
+                             sizes[key].most_common(1)[0][0]))
     return sorted(out, key=lambda c: (-c.gpu_hours, c.key))

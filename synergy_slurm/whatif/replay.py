@@ -12,8 +12,10 @@ history has them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -92,16 +94,19 @@ def stats(times: Sequence[Times]) -> Stats:
 
 @dataclass
 class Outcome:
-    """What each of the three (actual, plain, synergy) did with the jobs."""
+    """What each of the three (actual, plain, synergy) did with the jobs, and the
+    forecasts' replays (by name, whatif/forecast.py)."""
 
     actual: dict[int, Times]
     plain: SimResult
     synergy: SimResult
+    forecasts: dict[str, SimResult] = field(default_factory=dict)
 
     def times(self, which: str) -> dict[int, Times]:
         if which == "actual":
             return self.actual
-        res = self.plain if which == "plain" else self.synergy
+        res = {"plain": self.plain, "synergy": self.synergy}.get(which) \
+            or self.forecasts[which]
         return {j.job_id: _times(j) for j in res.jobs}
 
 
@@ -109,29 +114,37 @@ def _times(j: JobResult) -> Times:
     return Times(j.job_id, j.arrival, j.start, j.finish)
 
 
+# From this many jobs the replays run in parallel processes (one per core): below it a
+# replay takes seconds and a process costs more than it saves.
+PARALLEL_FROM = 5000
+
+
 def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
         pools: Sequence[Pool], allocator: str = "tune", ctl: Controller = Controller(),
-        on_round: Callable[[str, float], None] | None = None) -> Outcome:
-    """The plain and the synergy replay of ``replay`` on ``cluster`` (its ``pools``). In
-    the synergy replay, running jobs that opted in (``synergy:requeue-ok``) are requeued
-    into idle resources as the controller would."""
+        on_round: Callable[[str, float], None] | None = None,
+        forecasts: Mapping[str, Replay] | None = None) -> Outcome:
+    """The plain and the synergy replay of ``replay`` on ``cluster`` (its ``pools``), and
+    the synergy replay of each of ``forecasts`` (the same history, other profiles). In the
+    synergy replays, running jobs that opted in (``synergy:requeue-ok``) are requeued into
+    idle resources as the controller would."""
     if not replay.trace:
         raise ValueError("nothing to replay: no GPU job in the history ran")
     actual = {jid: Times(jid, j.submit - replay.t0,
                          None if j.start is None else j.start - replay.t0,
                          (j.end if j.end is not None else replay.end) - replay.t0)
               for jid, j in replay.jobs.items()}
-    trace = sorted(replay.trace, key=lambda t: (t.arrival, t.job_id))
     order = replay_policy(replay)
     # The controller plans in its own policy; "slurm" (Slurm's priority) needs every
     # job's priority, else it is submission order too.
     policy = order if ctl.policy == "slurm" else ctl.policy
-    results = {}
-    for name, alloc in (("plain", "proportional"), ("synergy", allocator)):
+    runs = {"plain": (replay, "proportional"), "synergy": (replay, allocator),
+            **{name: (rp, allocator) for name, rp in (forecasts or {}).items()}}
+    tasks = {}
+    for name, (rp, alloc) in runs.items():
         cfg = SimConfig(cluster, policy=policy, slurm_order=order, allocator=alloc,
                         round_s=ctl.sched_s,
                         restart_cost_s=ctl.restart_cost_s, preemptive=False,
-                        background=tuple(replay.background), pools=tuple(pools),
+                        background=tuple(rp.background), pools=tuple(pools),
                         requeue_budget=ctl.requeue_budget, requeue_opt_in=True,
                         requeue_interval_s=ctl.requeue_interval_s,
                         shrink_memory=ctl.shrink_memory,
@@ -139,9 +152,24 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
                         release_delay_s=ctl.release_delay_s,
                         lowers_pending=ctl.lowers_pending, hold_known=ctl.hold_known,
                         hold_unknown=ctl.hold_unknown)
-        cb = (lambda now, _done, n=name: on_round(n, now)) if on_round else None
-        results[name] = simulate(trace, profiles, cfg, on_round=cb)
-    return Outcome(actual, results["plain"], results["synergy"])
+        trace = sorted(rp.trace, key=lambda t: (t.arrival, t.job_id))
+        tasks[name] = (trace, {**profiles, **rp.profiles}, cfg)
+    workers = min(len(tasks), os.cpu_count() or 1)
+    if len(replay.trace) >= PARALLEL_FROM and workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            futures = {name: pool.submit(simulate, *task) for name, task in tasks.items()}
+            results = {}
+            for name, fut in futures.items():
+                results[name] = fut.result()
+                if on_round:
+                    on_round(name, float("inf"))
+    else:
+        results = {}
+        for name, (trace, profs, cfg) in tasks.items():
+            cb = (lambda now, _done, n=name: on_round(n, now)) if on_round else None
+            results[name] = simulate(trace, profs, cfg, on_round=cb)
+    extra = {n: r for n, r in results.items() if n not in ("plain", "synergy")}
+    return Outcome(actual, results["plain"], results["synergy"], extra)
 
 
 def replay_policy(replay: Replay) -> str:

@@ -7,14 +7,16 @@ import base64
 import html
 import io
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ..core import ClusterState
+from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
 from ..slurm.sacct import HistoryJob
 from ..slurm.sacct_usage import UsageRead
+from . import forecast
 from .history import Replay
-from .infer import candidates, infer_class
+from .infer import infer_class
 from .replay import (
     GROUPS,
     RUNS,
@@ -27,6 +29,8 @@ from .replay import (
     utilisation,
 )
 
+# Jobs listed one by one in the report's usage (the plot shows them all).
+MAX_JOBS = 200
 ROWS = (("jobs", "jobs"), ("unfinished", "unfinished"), ("mean wait (h)", "wait_mean_h"),
         ("mean JCT (h)", "jct_mean_h"), ("p50 JCT (h)", "jct_p50_h"),
         ("p99 JCT (h)", "jct_p99_h"), ("makespan (h)", "makespan_h"))
@@ -91,58 +95,107 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
 
 
 def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
-                  top: int = 10) -> dict:
+                  profiles: Mapping[str, Profile], fair: PerGpu, top: int = 10) -> dict:
     """What the jobs used (where the history records it), the class each job's use suggests
-    (whatif/infer.py), and the ``top`` keys without a profile by GPU-hours: what to profile
-    next."""
+    (whatif/infer.py), the ``top`` keys without a profile whose profiling would most narrow
+    the forecasts' gap (whatif/forecast.py), and the GPU-hours synergy would not reshape."""
     measured = [u for u in usage.jobs.values() if u.core_use is not None]
     classes = Counter(infer_class(u)[0] or "unclassified" for u in measured)
-    unprofiled = [j for j in history if replay.source.get(j.job_id) == "unknown"]
-    found = candidates(unprofiled, usage.jobs)
+    unprofiled = [j for j in history if replay.source.get(j.job_id) in ("unknown", "inferred")]
+    hours: Counter[str] = Counter()
+    for j in history:
+        if j.gpus > 0 and j.start is not None:
+            hours[j.unshaped or ""] += j.gpus * ((j.end or replay.end) - j.start) / 3600
+    total = sum(hours.values())
     return {
         "usage": {"jobs_measured": len(measured),
                   "core_use_mean": round(sum(u.core_use or 0.0 for u in measured)
                                          / len(measured), 3) if measured else None,
                   "classes": dict(sorted(classes.items())),
                   "unknown": dict(sorted(usage.unknown.items())),
-                  "skipped": len(usage.skipped)},
-        "keys_to_profile": [{"key": c.key, "gpu_hours": round(c.gpu_hours, 2),
-                             "jobs": len(c.jobs), "class": c.cls, "agree": round(c.agree, 2)}
-                            for c in found[:top]],
+                  "skipped": len(usage.skipped),
+                  "jobs": [{"job_id": u.job_id, "cpus": u.alloc_cpus,
+                            "core_use": round(u.core_use, 3),
+                            "peak_mem_mb": None if u.peak_mem_mb is None
+                            else round(u.peak_mem_mb, 1)}
+                           for u in sorted(measured, key=lambda u: u.job_id)[:MAX_JOBS]]},
+        "keys_to_profile": forecast.to_profile(unprofiled, usage.jobs, profiles, fair, top),
+        "not_reshaped": {"share": round((total - hours[""]) / total, 4) if total else 0.0,
+                         "gpu_hours": {why: round(h, 2) for why, h in sorted(hours.items())
+                                       if why}},
     }
 
 
+def forecast_section(outcome: Outcome, replay: Replay, forecasts: Mapping[str, Replay],
+                     mix: Sequence[float], mix_is_default: bool) -> dict:
+    """The three forecasts (whatif/forecast.py): each the plain replay's mean JCT over its
+    own, what it assumes, and where its jobs' profiles came from."""
+    plain = stats(list(outcome.times("plain").values())).jct_mean_h
+    runs = {"guaranteed": ("guaranteed", forecasts.get("guaranteed")),
+            "expected": ("synergy", replay), "optimistic": ("optimistic",
+                                                           forecasts.get("optimistic"))}
+    gains, detail = {}, {}
+    label = "/".join(f"{x:g}" for x in mix) + (" (the paper's)" if mix_is_default else "")
+    for name, (run, rp) in runs.items():
+        if rp is None:
+            continue
+        s = stats(list(outcome.times(run).values()))
+        gains[name] = forecast.gain(plain, s.jct_mean_h)
+        detail[name] = {"gain": gains[name], "jct_mean_h": round(s.jct_mean_h, 4),
+                        "assumes": forecast.ASSUMES[name].format(mix=label),
+                        "profiles": dict(sorted(Counter(rp.source.values()).items()))}
+    return {"forecast": {**gains, "basis": "plain replay's mean JCT / the forecast's (the "
+                         "replay's own error on what happened cancels)"},
+            "forecast_detail": detail}
+
+
 def _usage_lines(doc: dict) -> list[str]:
+    lines = []
+    fc, detail = doc.get("forecast"), doc.get("forecast_detail", {})
+    if fc:
+        lines += ["", "Forecasts (mean JCT, " + fc["basis"] + "):"]
+        lines += [f"  {name}: {_x(d['gain'])} ({d['assumes']}; profiles: "
+                  + ", ".join(f"{n} {k}" for k, n in d["profiles"].items()) + ")"
+                  for name, d in detail.items()]
     u = doc.get("usage")
     if not u:
-        return []
-    lines = ["", f"What jobs used: {u['jobs_measured']} jobs measured"
-             + (f", cores kept busy {u['core_use_mean']:.0%} on average"
-                if u["core_use_mean"] is not None else "")
-             + (", classes by use: " + ", ".join(f"{n} {k}" for k, n in u["classes"].items())
-                if u["classes"] else "")]
+        return lines
+    lines += ["", f"What jobs used: {u['jobs_measured']} jobs measured"
+              + (f", cores kept busy {u['core_use_mean']:.0%} on average"
+                 if u["core_use_mean"] is not None else "")
+              + (", classes by use: " + ", ".join(f"{n} {k}" for k, n in u["classes"].items())
+                 if u["classes"] else "")]
     lines += [f"  not measured: {n} {why}" for why, n in u["unknown"].items()]
+    nr = doc.get("not_reshaped")
+    if nr and nr["gpu_hours"]:
+        lines.append(f"Not reshaped by synergy: {nr['share']:.1%} of GPU-hours: " + "; ".join(
+            f"{why} ({h:g} GPU-h)" for why, h in nr["gpu_hours"].items()))
     if doc.get("keys_to_profile"):
-        lines.append("Keys to profile next (no profile yet; by GPU-hours; class from use):")
-        lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs, "
-                  + (f"looks {k['class']} ({k['agree']:.0%} of its GPU-hours)" if k["class"]
-                     else "class unknown")
-                  + f"; synergy-sbatch --profile-key {k['key']} ..."
-                  for k in doc["keys_to_profile"]]
+        lines.append("Keys to profile next (no profile yet; GPU-hours x what profiling "
+                     "could show; class from use):")
+        for k in doc["keys_to_profile"]:
+            lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs, "
+                      + (f"looks {k['class']} ({k['agree']:.0%} of its GPU-hours)"
+                         if k["class"] else "class unknown"),
+                      f"    {k['profile_run']}", f"    then: {k['sbatch']}"]
     return lines
+
+
+def _lead(doc: dict) -> str:
+    h = doc["headline"]
+    if doc["ran"] == "plain":
+        return ("What happened (plain Slurm, from its records) against synergy's replay: "
+                f"makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, p99 JCT "
+                f"{_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
+    return ("What happened (synergy ran, from Slurm's records) against the replay "
+            f"without it: makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, "
+            f"p99 JCT {_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
 
 
 def as_text(doc: dict) -> str:
     c = doc["cluster"]
-    h, f = doc["headline"], doc["fidelity"]
-    if doc["ran"] == "plain":
-        lead = ("What happened (plain Slurm, from its records) against synergy's replay: "
-                f"makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, p99 JCT "
-                f"{_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
-    else:
-        lead = ("What happened (synergy ran, from Slurm's records) against the replay "
-                f"without it: makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, "
-                f"p99 JCT {_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
+    f = doc["fidelity"]
+    lead = _lead(doc)
     lines = [f"synergy whatif: {doc['replayed']} GPU jobs replayed from {doc['source']}, "
              f"{doc['window'][0]} .. {doc['window'][1]}", "", lead,
              f"Fidelity (the {f['of']} replay against what really happened): makespan "
@@ -190,15 +243,96 @@ def _table(overall: dict, util: dict) -> list[str]:
     return out
 
 
-def write_html(doc: dict, outcome: Outcome, path) -> list[str]:
-    """report.html with its two plots embedded (PNG as data URIs); also writes the PNGs
-    beside it. Returns the files written."""
+def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
+               ) -> list[str]:
+    """report.html: the report's sections as tables, with its plots embedded (PNG as data
+    URIs: a JCT CDF, finished jobs per day and, where the history records use, each job's
+    core use against the cores it was given); the text form at the end. Also writes the
+    PNGs beside it. Returns the files written."""
+    images = _plots(outcome, path.parent, usage)
+    e = html.escape
+    parts = [f"<h1>synergy whatif</h1><p>{doc['replayed']} GPU jobs replayed from "
+             f"{e(doc['source'])}, {e(doc['window'][0])} .. {e(doc['window'][1])}</p>",
+             f"<p><b>{e(_lead(doc))}</b></p>"]
+    if doc.get("forecast_detail"):
+        parts.append(_html_table(
+            "Forecasts: gain in mean JCT (" + doc["forecast"]["basis"] + ")",
+            ["forecast", "gain", "assumes", "profiles"],
+            [[n, _x(d["gain"]), d["assumes"],
+              ", ".join(f"{c} {k}" for k, c in d["profiles"].items())]
+             for n, d in doc["forecast_detail"].items()]))
+    f = doc["fidelity"]
+    parts.append(_html_table(
+        f"Fidelity: the {f['of']} replay against what really happened",
+        ["makespan", "mean JCT", "p99 JCT", "mean wait"],
+        [[_pct(f["makespan"]), _pct(f["jct_mean"]), _pct(f["jct_p99"]),
+          f"{f['wait_mean_h']:+.3f} h"]]))
+    rows = [[label, *(_h(doc["overall"][w][key]) for w in RUNS)] for label, key in ROWS]
+    rows += [[f"{r.upper()} util", *(f"{doc['utilisation'][w][r] * 100:.1f}%" for w in RUNS)]
+             for r in ("gpu", "cpu", "mem")]
+    parts.append(_html_table("Overall", ["", *RUNS], rows))
+    for group, title in (("size", "By job size"), ("partition", "By partition"),
+                         ("account", "By account")):
+        parts.append(_html_table(title, ["", *(f"{w} {c}" for w in RUNS
+                                               for c in ("jobs", "JCT (h)", "wait (h)"))],
+                                 [[k, *(v for w in RUNS for v in (
+                                     runs[w]["jobs"], _h(runs[w]["jct_mean_h"]),
+                                     _h(runs[w]["wait_mean_h"])))]
+                                  for k, runs in doc[f"by_{group}"].items()]))
+    u = doc.get("usage")
+    if u:
+        parts.append(_html_table(
+            "What jobs used", ["jobs measured", "cores busy (mean)", "classes by use",
+                               "not measured"],
+            [[u["jobs_measured"], "-" if u["core_use_mean"] is None
+              else f"{u['core_use_mean']:.0%}",
+              ", ".join(f"{n} {k}" for k, n in u["classes"].items()),
+              "; ".join(f"{n} {why}" for why, n in u["unknown"].items())]]))
+    if doc.get("keys_to_profile"):
+        parts.append(_html_table(
+            "Keys to profile next", ["key", "GPU-hours", "jobs", "class (agree)",
+                                     "profile it", "then submit with"],
+            [[k["key"], f"{k['gpu_hours']:g}", k["jobs"],
+              f"{k['class']} ({k['agree']:.0%})" if k["class"] else "unknown",
+              k["profile_run"], k["sbatch"]] for k in doc["keys_to_profile"]]))
+    nr = doc.get("not_reshaped")
+    if nr and nr["gpu_hours"]:
+        parts.append(_html_table(f"Not reshaped by synergy: {nr['share']:.1%} of GPU-hours",
+                                 ["why", "GPU-hours"],
+                                 [[why, f"{h:g}"] for why, h in nr["gpu_hours"].items()]))
+    notes = [[t, r, n] for t, d in (("left out", doc["left_out"]), ("note", doc["notes"]),
+                                    ("skipped record", doc["skipped_reasons"]))
+             for r, n in d.items()]
+    if notes:
+        parts.append(_html_table("Left out, notes and skipped records",
+                                 ["", "reason", "count"], notes))
+    parts += [f'<p><img alt="{n}" src="data:image/png;base64,{b}"></p>'
+              for n, b in images.items()]
+    parts.append(f"<details><summary>As text</summary><pre>{e(as_text(doc))}</pre>"
+                 "</details>")
+    style = ("body{font-family:sans-serif;max-width:70em}table{border-collapse:collapse;"
+             "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:2px 8px;"
+             "text-align:left}")
+    path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>synergy "
+                    f"whatif</title><style>{style}</style></head><body>{''.join(parts)}"
+                    "</body></html>\n")
+    return [*(str(path.parent / n) for n in images), str(path)]
+
+
+def _html_table(title: str, head: Sequence, rows: Sequence[Sequence]) -> str:
+    e = html.escape
+    return (f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(str(h))}</th>" for h in head)
+            + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r)
+                                + "</tr>" for r in rows) + "</table>")
+
+
+def _plots(outcome: Outcome, where, usage: UsageRead | None) -> dict[str, str]:
+    """The report's plots, written to ``where`` and returned base64 by file name."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    files = []
     images = {}
     fig, ax = plt.subplots(figsize=(6, 4))
     for w in RUNS:
@@ -211,7 +345,7 @@ def write_html(doc: dict, outcome: Outcome, path) -> list[str]:
     ax.set_ylabel("fraction of jobs")
     ax.legend()
     ax.set_title("JCT CDF")
-    images["jct_cdf.png"] = _save(fig, path.parent / "jct_cdf.png", plt)
+    images["jct_cdf.png"] = _save(fig, where / "jct_cdf.png", plt)
     fig, ax = plt.subplots(figsize=(6, 4))
     for w in RUNS:
         days: dict[int, int] = {}
@@ -225,16 +359,21 @@ def write_html(doc: dict, outcome: Outcome, path) -> list[str]:
     ax.set_ylabel("jobs finished")
     ax.legend()
     ax.set_title("Finished jobs per day")
-    images["per_day.png"] = _save(fig, path.parent / "per_day.png", plt)
-    files += [str(path.parent / n) for n in images]
-    body = html.escape(as_text(doc))
-    imgs = "".join(f'<p><img alt="{n}" src="data:image/png;base64,{b}"></p>'
-                   for n, b in images.items())
-    path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>synergy "
-                    f"whatif</title></head><body><h1>synergy whatif</h1><pre>{body}</pre>"
-                    f"{imgs}</body></html>\n")
-    files.append(str(path))
-    return files
+    images["per_day.png"] = _save(fig, where / "per_day.png", plt)
+    used = [u for u in (usage.jobs.values() if usage else ()) if u.core_use is not None]
+    if used:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        given = [u.alloc_cpus for u in used]
+        ax.scatter(given, [u.core_use * u.alloc_cpus for u in used], s=8, alpha=0.5,
+                   label="jobs")
+        top = max(given)
+        ax.plot([0, top], [0, top], color="grey", linestyle="--", label="all cores busy")
+        ax.set_xlabel("cores given")
+        ax.set_ylabel("cores used (mean)")
+        ax.legend()
+        ax.set_title("Core use per job")
+        images["core_use.png"] = _save(fig, where / "core_use.png", plt)
+    return images
 
 
 def _save(fig, path, plt) -> str:

@@ -12,6 +12,8 @@ import pytest
 
 from synergy_slurm.slurm.parse import ParseError
 from synergy_slurm.slurm.sacct import TEXT_FIELDS, parse_history
+from synergy_slurm.slurm.submit_line import request
+from synergy_slurm.vocabulary import not_reshaped
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RELEASES = ("22.05.8", "26.05.5")
@@ -189,3 +191,42 @@ def test_the_gpu_type_is_the_one_asked_for_not_the_one_run_on():
     assert skipped == [] and jobs[0].gpu_type is None and jobs[0].gpus == 1
     jobs, _ = parse_history("\n".join([lines[0], typed]))
     assert jobs[0].gpu_type == "h100" and jobs[0].gpus == 1
+
+
+@pytest.mark.parametrize("line, nodes, het, resv, why", [
+    ("sbatch --gpus=2 train.sh", 1, False, False, None),
+    ("sbatch --gres=gpu:a100:4 -N 2 train.sh --gpus-per-task=9", 2, False, False, None),
+    ("sbatch -G 8 train.sh", 2, False, False, "--gpus over several nodes is not reshaped"),
+    ("sbatch --gpus-per-task 1 -n 4 train.sh", 1, False, False,
+     "--gpus-per-task jobs are not reshaped"),
+    ("/usr/bin/sbatch -o /dev/null --parsable -n4 --gpus-per-task=1 x.sh", 1, False, False,
+     "--gpus-per-task jobs are not reshaped"),
+    ("sbatch --wrap 'srun --gpus-per-task=1 x'", 1, False, False, None),
+    ("sbatch train.sh", 1, True, False, "heterogeneous job"),
+    ("sbatch --gpus=1 train.sh", 1, False, True, "jobs in a reservation are not reshaped"),
+    ("sbatch -c 8 --gpus=1 x.sh", 1, False, False,
+     "-c/--cpus-per-task sets the job's cores or memory itself: left as submitted"),
+    ("sbatch --exclusive --gpus=1 x.sh", 1, False, False,
+     "--exclusive sets the job's cores or memory itself: left as submitted"),
+    ("sbatch 'unclosed", 1, False, False, None),           # not splittable: the common form
+    ("", 1, False, False, None),                           # not recorded (22.05)
+])
+def test_what_the_submission_says_of_the_request(line, nodes, het, resv, why):
+    """Whether synergy would reshape a job, from what accounting kept of its submission
+    (the hook's own rule, vocabulary.not_reshaped); the script's arguments are not its
+    options."""
+    assert not_reshaped(request(line, 4, nodes, het, resv)) == why
+
+
+def test_the_history_says_which_jobs_synergy_would_not_reshape():
+    doc = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())
+    rec = next(r for r in doc["jobs"] if r["tres"]["allocated"])
+    het = {**rec, "het": {"job_id": rec["job_id"], "job_offset": {"set": True, "number": 0}}}
+    resv = {**rec, "job_id": 99, "reservation": {"id": 3, "name": "maint"}}
+    task = {**rec, "job_id": 98, "submit_line": "sbatch --gpus-per-task=1 -n2 run.sh"}
+    jobs, skipped = parse_history(json.dumps({"jobs": [rec, het, resv, task]}))
+    assert not skipped
+    assert all(j.gpus for j in jobs) and len(jobs) == 4
+    assert [j.unshaped for j in jobs] == [
+        "", "heterogeneous job", "jobs in a reservation are not reshaped",
+        "--gpus-per-task jobs are not reshaped"]

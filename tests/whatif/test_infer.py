@@ -22,7 +22,7 @@ def test_the_rule(core_use, gpu_util, cls):
 
 
 def test_what_says_nothing_gives_no_class():
-    assert infer_class(use(elapsed=300)) == (None, "ran 300 s, under 600 s")
+    assert infer_class(use(elapsed=30)) == (None, "ran 30 s, under 60 s")
     assert infer_class(JobUsage(1, 3600, 4, None))[0] is None
 
 

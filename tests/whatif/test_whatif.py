@@ -15,6 +15,7 @@ from synergy_slurm.core import ClusterState, PerGpu, Resources, Server
 from synergy_slurm.core.pools import Pool
 from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, HistoryJob, parse_history
 from synergy_slurm.whatif import HistoryError, Rule, build_replay
+from synergy_slurm.whatif.history import MixGuess
 from synergy_slurm.whatif.replay import Controller, run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "slurm" / "fixtures"
@@ -130,7 +131,7 @@ def test_rules_then_assumed_mix_then_unknown(paper_profiles):
     assert {t.job_id: t.model for t in rp.trace} == {1: "res50", 2: "transformer", 3: "",
                                                      4: "gnmt"}
     assert rp.left_out == {"never started (cancelled)": 1}
-    mixed = build_replay(hist, paper_profiles, pools("n1"), assume=(100, 0, 0), seed=3)
+    mixed = build_replay(hist, paper_profiles, pools("n1"), guess=MixGuess((100, 0, 0), 3))
     assert mixed.source[1] == mixed.source[3] == "assumed"
     assert {t.model for t in mixed.trace if mixed.source[t.job_id] == "assumed"} <= {
         "alexnet", "res18", "res50", "mobilenet", "shufflenet"}
@@ -388,3 +389,25 @@ def test_what_jobs_used_and_the_keys_to_profile_next_are_reported():
                                                     reverse=True)
     res = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
     assert "usage not in this export" in res.output
+
+
+def test_the_forecasts_and_their_report(tmp_path):
+    """--format json has the three forecasts (gains in mean JCT) and keys_to_profile as
+    objects; the HTML page has them as tables, and the core-use plot."""
+    res = whatif("--from", str(FIXTURES / "sacct_usage_26.05.5.json"), "--servers", "1",
+                 "--format", "json", "--assume-mix", "100,0,0", "--report", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output.strip().splitlines()[-1])
+    fc = doc["forecast"]
+    assert all(isinstance(fc[k], float) and fc[k] > 0
+               for k in ("guaranteed", "expected", "optimistic"))
+    detail = doc["forecast_detail"]
+    assert "100/0/0" in detail["optimistic"]["assumes"]
+    assert detail["optimistic"]["profiles"] == {"assumed": 4}
+    assert detail["guaranteed"]["profiles"] == {"unknown": 4}     # all ran under a minute
+    assert all({"key", "gpu_hours", "profile_run", "sbatch"} <= set(k)
+               for k in doc["keys_to_profile"])
+    assert doc["not_reshaped"] == {"share": 0.0, "gpu_hours": {}}
+    html = (tmp_path / "report.html").read_text()
+    assert "<table>" in html and "<h2>Forecasts" in html and "<h2>Keys to profile" in html
+    assert (tmp_path / "core_use.png").stat().st_size and "alt=\"core_use.png\"" in html
