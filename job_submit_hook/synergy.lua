@@ -330,7 +330,17 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
     if req == nil or req == "" then req = job_desc.tres_per_node end
     local gpu_tres = "gres:gpu:"
     if tostring(req or ""):match("^gres/") then gpu_tres = "gres/gpu:" end
-    if set_cpus then job_desc.cpus_per_tres = gpu_tres .. set_cpus end
+    if set_cpus then
+        job_desc.cpus_per_tres = gpu_tres .. set_cpus
+        -- sbatch turns a user's --cpus-per-gpu into the job's minimum cores too (26.05):
+        -- left above the new shape, Slurm would refuse the job ("Requested node
+        -- configuration is not available"). Lowered to what the shape gives, never raised.
+        local gpus = per_job or (per_node * (set_u32(job_desc.min_nodes) or 1))
+        local least = set_u32(job_desc.min_cpus)
+        if least and gpus and least > set_cpus * gpus then
+            job_desc.min_cpus = set_cpus * gpus
+        end
+    end
     if set_mem then job_desc.mem_per_tres = gpu_tres .. set_mem end
     if hold then job_desc.priority = 0 end
     append_admin_comment(job_desc, tags)

@@ -109,24 +109,62 @@ def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
     return ids
 
 
+# Where a job ends for good (squeue's %T); a requeued job passes through PENDING again.
+ENDED = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL",
+                   "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+
+
+@dataclass(frozen=True)
+class Ended:
+    """When a demo job was seen gone from the queue (seconds from the phase's start) and
+    the state Slurm ended it in ("" where it was purged before it was seen ended)."""
+
+    seconds: float
+    state: str
+
+
 def wait_all(cli: SlurmCLI, ids: Mapping[int, int], t0: float,
              tick: Callable[[float, int], None] | None = None, tick_s: float = 20.0,
-             timeout_s: float = 1800.0) -> dict[int, float]:
-    """Poll squeue until none of ``ids`` is left; {demo index: seconds from t0 to gone}."""
-    done: dict[int, float] = {}
+             timeout_s: float = 1800.0) -> dict[int, Ended]:
+    """Poll squeue (every state: a finished job stays listed for MinJobAge) until each of
+    ``ids`` has ended; {demo index: when and how}."""
+    done: dict[int, Ended] = {}
     next_tick = time.monotonic() + tick_s
     while len(done) < len(ids):
         now = time.monotonic()
         if now - t0 > timeout_s:
             raise TimeoutError(f"{len(ids) - len(done)} demo jobs still queued after "
                                f"{timeout_s:.0f} s")
-        live = {int(x.split("_")[0]) for x in cli.run("squeue", ["-h", "-o", "%A"]).split()
-                if x.split("_")[0].isdigit()}
+        states = {}
+        for line in cli.run("squeue", ["-h", "-t", "all", "-o", "%A|%T"]).splitlines():
+            jid, _, state = line.strip().partition("|")
+            if jid.isdigit():
+                states[int(jid)] = state.strip()
         for jid, idx in ids.items():
-            if jid not in live and idx not in done:
-                done[idx] = now - t0
+            state = states.get(jid, "")
+            if idx not in done and (jid not in states or state in ENDED):
+                done[idx] = Ended(now - t0, state)
         if tick is not None and now >= next_tick:
             tick(now - t0, len(ids) - len(done))
             next_tick = now + tick_s
         time.sleep(0.5)
     return done
+
+
+def failures(ended: Mapping[int, Ended], ids: Mapping[int, int], outputs: Path,
+             lines: int = 5) -> list[str]:
+    """What went wrong, one entry per demo job that did not complete: its Slurm id, its
+    state and the first lines of its output (``outputs``/job<index>.out)."""
+    by_index = {idx: jid for jid, idx in ids.items()}
+    out = []
+    for idx, end in sorted(ended.items()):
+        if end.state == "COMPLETED":
+            continue
+        try:
+            head = (outputs / f"job{idx}.out").read_text(errors="replace").splitlines()[:lines]
+        except OSError:
+            head = ["(no output)"]
+        out.append(f"job {by_index[idx]} (demo job {idx}) ended "
+                   f"{end.state or 'unseen (purged from the queue)'}: "
+                   + " | ".join(head))
+    return out

@@ -18,7 +18,7 @@ from ..controller.daemon import Controller
 from ..controller.state import StateStore
 from ..controller.status import status_lines
 from ..core import PerGpu
-from ..demo import KINDS, PhaseResult, demo_mix, submit_mix, wait_all
+from ..demo import KINDS, PhaseResult, demo_mix, failures, submit_mix, wait_all
 from ..slurm.commands import SlurmCLI, SlurmError
 from .devcluster_cmd import CACHE_OPTION, CLUSTER_OPTION, SLURM_OPTION
 from .errors import BadInput, Failed
@@ -199,13 +199,19 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         t0 = time.monotonic()
         ids = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path, sys.executable,
                          fair, work / name)
-        jct = wait_all(cli, ids, t0, tick, status_every)
+        ended = wait_all(cli, ids, t0, tick, status_every)
     finally:
         if thread is not None:
             stop.set()
             thread.join(timeout=60)
         if view is not None:
             view.close()
+    failed = failures(ended, ids, work / name)
+    if failed:
+        # A figure from jobs that did not run would be no figure at all.
+        raise RuntimeError(f"{len(failed)} of the {name} phase's jobs did not complete, so "
+                           "no result is given:\n  " + "\n  ".join(failed))
+    jct = {idx: e.seconds for idx, e in ended.items()}
     res = PhaseResult(name, max(jct.values()), jct)
     say(f"[demo] {name}: all {len(mix)} jobs done, makespan {res.makespan_s:.1f} s")
     return res

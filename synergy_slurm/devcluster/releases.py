@@ -213,14 +213,52 @@ def job_binds(extra: tuple[str, ...] = ()) -> list[str]:
     """What a job inside the root needs from the host, mounted at the same paths: the
     temporary directories and homes (job scripts, outputs), users and groups, and this
     Python with its standard library and environment (the emulated jobs and templates run
-    it), plus the checkout this package is in."""
+    it) and the libraries it links from outside the system's directories (a pyenv or conda
+    Python's own libpython: :func:`own_libraries`), plus the checkout this package is in."""
     paths = ["/tmp", "/var/tmp", "/home", "/etc/passwd", "/etc/group",
              *_interpreter_links(sys.executable), sysconfig.get_paths()["stdlib"], sys.prefix,
+             *own_libraries(os.path.realpath(sys.executable)),
              str(Path(__file__).resolve().parents[2]), *extra]
     out: list[str] = []
     for p in paths:
         if os.path.exists(p) and p not in out and p != "/":
             out.append(p)
+    return out
+
+
+# Where a root has its own libraries: a library the host's interpreter finds there comes
+# from the root inside it, never from the host.
+SYSTEM_LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
+
+
+def own_libraries(exe: str) -> list[str]:
+    """The directories of the shared libraries ``exe`` links (as ``ldd`` resolves them)
+    that lie outside SYSTEM_LIB_DIRS: a pyenv, conda or module-system Python built with
+    --enable-shared finds its libpython there, and a root without them cannot start it."""
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        return []
+    try:
+        res = subprocess.run([ldd, exe], capture_output=True, text=True, timeout=30,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return library_dirs(res.stdout)
+
+
+def library_dirs(ldd_output: str) -> list[str]:
+    """From ``ldd``'s output, the directories of resolved libraries outside
+    SYSTEM_LIB_DIRS, in order, once each."""
+    out: list[str] = []
+    for line in ldd_output.splitlines():
+        _, arrow, rest = line.partition("=>")
+        path = (rest if arrow else line).strip().split(" (")[0].strip()
+        if not path.startswith("/"):
+            continue                            # "not found", the vdso
+        d = os.path.dirname(os.path.realpath(path)) if os.path.exists(path) else \
+            os.path.dirname(path)
+        if not any(d == s or d.startswith(s + "/") for s in SYSTEM_LIB_DIRS) and d not in out:
+            out.append(d)
     return out
 
 

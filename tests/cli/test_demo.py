@@ -121,3 +121,36 @@ def test_the_demo_on_the_mixed_cluster_with_accounting_compares_each_partition(
         assert len(list(outs.glob("job*.out"))) == 6
     finally:
         shutil.rmtree(demo_dir, ignore_errors=True)
+
+
+class ScriptedSqueue:
+    """squeue's answers, one per poll (the last repeats): what wait_all reads."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+
+    def run(self, tool: str, args: list[str]) -> str:
+        assert tool == "squeue" and "-t" in args and "all" in args
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def test_a_result_only_from_jobs_that_ran(tmp_path):
+    """Each job's end is seen with its state (finished jobs stay in squeue -t all for
+    MinJobAge); a job that failed, or was requeued and then failed, is reported with its
+    id, state and first lines of output, and no figures."""
+    from synergy_slurm.demo import Ended, failures, wait_all
+
+    cli = ScriptedSqueue("11|RUNNING\n12|PENDING\n13|RUNNING",
+                         "11|COMPLETED\n12|REQUEUED\n13|FAILED",
+                         "11|COMPLETED\n12|RUNNING\n13|FAILED",
+                         "11|COMPLETED\n12|COMPLETED\n13|FAILED")
+    ended = wait_all(cli, {11: 0, 12: 1, 13: 2}, t0=0.0, timeout_s=1e12)
+    assert {i: e.state for i, e in ended.items()} == {0: "COMPLETED", 1: "COMPLETED",
+                                                      2: "FAILED"}
+    (tmp_path / "job2.out").write_text("python3: error while loading shared libraries: "
+                                       "libpython3.11.so.1.0\nmore\n")
+    said = failures(ended, {11: 0, 12: 1, 13: 2}, tmp_path)
+    assert len(said) == 1 and said[0].startswith("job 13 (demo job 2) ended FAILED: python3")
+    # A job purged before its end was seen is not taken for a success either.
+    gone = failures({0: Ended(5.0, "")}, {11: 0}, tmp_path)
+    assert gone == ["job 11 (demo job 0) ended unseen (purged from the queue): (no output)"]

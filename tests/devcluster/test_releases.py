@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +60,37 @@ def test_jobs_get_this_python_and_the_shared_directories():
     real = str(Path(sys.executable).resolve())
     assert real in binds
     assert "/tmp/extra-does-not-exist" not in binds        # only paths that exist
+
+
+PYENV_LDD = """\
+\tlinux-vdso.so.1 (0x00007ffd5a1f2000)
+\tlibpython3.11.so.1.0 => /root/.pyenv/versions/3.11.9/lib/libpython3.11.so.1.0 (0x00007f1)
+\tlibm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x00007f2)
+\tlibc.so.6 => /usr/lib/x86_64-linux-gnu/libc.so.6 (0x00007f3)
+\tlibfoo.so.1 => not found
+\t/lib64/ld-linux-x86-64.so.2 (0x00007f4)
+"""
+
+
+def test_a_python_that_links_its_own_libpython_gets_that_directory_bound():
+    """A pyenv/conda Python built with --enable-shared needs its lib directory inside the
+    root (issue: every demo job died on libpython3.11.so.1.0 in the 26.05 root)."""
+    assert releases.library_dirs(PYENV_LDD) == ["/root/.pyenv/versions/3.11.9/lib"]
+
+
+def test_this_pythons_libraries_from_outside_the_system_are_found(tmp_path, monkeypatch):
+    """The same, for real: this interpreter, with one of its libraries found in a directory
+    of its own (as a pyenv Python finds libpython), names that directory in the binds."""
+    lib = next(line.split("=>")[1].split(" (")[0].strip()
+               for line in subprocess.run(["ldd", os.path.realpath(sys.executable)],
+                                          capture_output=True, text=True).stdout.splitlines()
+               if "libz.so" in line or "libm.so" in line)
+    shutil.copy(lib, tmp_path / Path(lib).name)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    assert releases.own_libraries(os.path.realpath(sys.executable)) == [str(tmp_path)]
+    assert str(tmp_path) in releases.job_binds()
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    assert releases.own_libraries(os.path.realpath(sys.executable)) == []
 
 
 def test_root_version_is_read_from_the_package_database(tmp_path):

@@ -2,7 +2,7 @@
 -- usage: lua5.1 lua_driver.lua HOOK_DIR CASES_FILE
 -- CASES_FILE: one case per line, fields separated by tabs: uid, then key=value pairs for
 -- job_desc (numbers for pn_min_memory). Prints one line per case:
--- cpus_per_tres<TAB>mem_per_tres<TAB>priority<TAB>admin_comment<TAB>rc<TAB>partition
+-- cpus_per_tres<TAB>mem_per_tres<TAB>priority<TAB>admin_comment<TAB>rc<TAB>partition<TAB>min_cpus
 local hook_dir, cases_file = arg[1], arg[2]
 local logs = {}
 slurm = {
@@ -24,7 +24,7 @@ for line in io.lines(cases_file) do
         if k then
             if k == "pn_min_memory" or k == "priority" or k == "min_mem_per_cpu"
                 or k == "min_nodes" or k == "het_job_offset" or k == "cpus_per_task"
-                or k == "ntasks_per_node" or k == "shared" then
+                or k == "ntasks_per_node" or k == "shared" or k == "min_cpus" then
                 job[k] = tonumber(v)
             else
                 job[k] = v
@@ -41,6 +41,7 @@ for line in io.lines(cases_file) do
     local rc = slurm_job_submit(job, {}, uid)
     local function s(v) if v == nil then return "" end return tostring(v) end
     print(table.concat({s(job.cpus_per_tres), s(job.mem_per_tres), s(job.priority),
-                        s(job.admin_comment), s(rc), s(job.partition)}, "\t"))
+                        s(job.admin_comment), s(rc), s(job.partition), s(job.min_cpus)},
+                       "\t"))
 end
 io.stderr:write(table.concat(logs, "\n") .. "\n")

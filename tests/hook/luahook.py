@@ -24,6 +24,7 @@ class LuaResult:
     admin_comment: str
     rc: str
     partition: str = ""
+    min_cpus: str = ""
 
 
 def job_desc(sub: Submission) -> dict[str, str]:
@@ -70,6 +71,6 @@ def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]]],
     env = dict(os.environ, SYNERGY_TEST_NO_LFS="0" if lfs else "1")
     proc = subprocess.run([lua, str(DRIVER), str(hook_dir), str(cases_file)], env=env,
                           capture_output=True, text=True, timeout=60, check=True)
-    out = [LuaResult(*(line.split("\t") + [""] * 6)[:6])
+    out = [LuaResult(*(line.split("\t") + [""] * 7)[:7])
            for line in proc.stdout.splitlines()]
     return out, proc.stderr

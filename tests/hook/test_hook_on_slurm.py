@@ -67,6 +67,19 @@ def test_known_profile_starts_with_the_table_shape(hook_etc, slurm_cli, tmp_path
     assert "synergy.managed=1,synergy.profile=res18" in fields.get("AdminComment", "")
 
 
+def test_a_users_cores_per_gpu_lowered_by_the_hook_still_submit(hook_etc, slurm_cli,
+                                                                 tmp_path):
+    """With override_user_shape, a job that asked --cpus-per-gpu=3 and names a 1-core
+    profile is lowered to 1 core and runs (26.05's sbatch made 3 its minimum cores too,
+    and Slurm refused the lowered job at submission)."""
+    write(hook_etc, make_table(override_user_shape=True))
+    out = tmp_path / "o"
+    jid = submit(slurm_cli, REPORT, "--gpus=1", "--cpus-per-gpu=3",
+                 "--comment=synergy:profile=gnmt", "-o", str(out), tmp=tmp_path)
+    wait_for(slurm_cli, jid, {"COMPLETED"})
+    assert "cpus=1" in out.read_text()
+
+
 def test_unknown_key_non_gpu_and_no_table_pass_untouched(hook_etc, slurm_cli, tmp_path):
     # No table at all first: jobs run with Slurm's defaults.
     out0 = tmp_path / "o0"

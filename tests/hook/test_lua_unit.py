@@ -86,6 +86,21 @@ def test_explicit_user_shape_is_respected_unless_overridden(tmp_path):
     assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:9", "")
 
 
+def test_an_overridden_user_shape_lowers_the_minimum_cores_sbatch_derived(tmp_path):
+    """sbatch makes --cpus-per-gpu=3 the job's minimum cores as well (26.05): lowering the
+    cores per GPU alone left a job Slurm refused at submission."""
+    table(override_user_shape=True).write(tmp_path / TABLE_NAME)
+    fields = {"tres_per_job": "gres/gpu:2", "comment": "synergy:profile=gnmt",
+              "cpus_per_tres": "gres/gpu:3", "min_cpus": "6"}
+    r, _ = one(tmp_path, fields)
+    assert (r.cpus_per_tres, r.min_cpus, r.rc) == ("gres/gpu:1", "2", "0")
+    # Raised above the user's: the minimum stays as it was (Slurm takes the larger).
+    r, _ = one(tmp_path, {**fields, "comment": "synergy:profile=res18", "min_cpus": "6"})
+    assert (r.cpus_per_tres, r.min_cpus) == ("gres/gpu:9", "6")
+    r, _ = one(tmp_path, {**fields, "min_cpus": "4294967294"})       # not set: left alone
+    assert r.min_cpus == "4294967294"
+
+
 def test_multi_gpu_shapes_are_capped_to_a_node(hook_dir):
     r, _ = one(hook_dir, {"tres_per_job": "gres:gpu:8", "comment": "synergy:profile=alexnet"})
     assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:3", "gres:gpu:62500")
