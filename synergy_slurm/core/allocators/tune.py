@@ -2,9 +2,11 @@
 
 Step 3 only lowers jobs that hold more than the proportional share; once every job on a
 server is within it, a proportional GPU fits on each free GPU, so an admitted job is always
-placed. ``interpolate`` (beyond the reference) tries the best grid point between the ideal
-and the proportional share that fits before dropping to proportional, and after the round
-hands cores and memory left idle on a server to the jobs there that were lowered.
+placed (where lowering the peers of a few servers does not free the room, every job above
+its share is lowered at once: place_after_lowering_all). ``interpolate`` (beyond the
+reference) tries the best grid point between the ideal and the proportional share that
+fits before dropping to proportional, and after the round hands cores and memory left idle
+on a server to the jobs there that were lowered.
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger, interpolate: bool)
             return None
     if place_with_peer_downgrade(job, lowered, ledger):
         return None
+    if interpolate and place_after_lowering_all(job, lowered, ledger):
+        return None
     return "no room even after lowering peers to their proportional share"
 
 
@@ -105,6 +109,32 @@ def place_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger) -> b
         return True
     ledger.rollback(mark)
     return False
+
+
+def place_after_lowering_all(job: JobSpec, demand: Demand, ledger: Ledger) -> bool:
+    """The last resort, for a job the free GPUs admit: every placed job above the
+    proportional share lowered to it at once, then the job placed where it fits. Lowering
+    the peers of the job's servers one server at a time misses room that needs a chain (a
+    peer that spans servers needs cores on another server that a third job holds above
+    its share). All or nothing; the interpolating TUNE hands idle room back after the
+    round (upgrade_lowered)."""
+    if ledger.free_gpus < job.gpus:
+        return False
+    changes = []
+    for h in ledger.held.values():
+        if not h.share.within(ledger.fair):
+            t = fair_capped(h.job, h.share, ledger.fair)
+            changes.append((h.job.id, Demand(t.share, t.speedup, "peer-downgraded")))
+    if not changes or not ledger.can_reshape_together(changes):
+        return False
+    mark = ledger.checkpoint()
+    ledger.reshape_together(changes)
+    placement = ledger.find_placement(job, demand.share)
+    if placement is None:
+        ledger.rollback(mark)
+        return False
+    ledger.place(job, demand, placement)
+    return True
 
 
 def _per_node_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger,
