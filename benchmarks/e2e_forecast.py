@@ -241,7 +241,7 @@ def whatif(history: Path, out: Path, meta: dict) -> dict:
         "--profiles", str(SHARED / "model_profiles.json"),
         "--round-seconds", str(SCHED_S), "--controller-interval", str(CONTROLLER_INTERVAL_S),
         "--slurm-release", meta["slurm"], "--requeue-budget", "0",
-        "--format", "json", "--no-progress"])
+        "--assume-mix", "20,70,10", "--format", "json", "--no-progress"])
     if res.exit_code != 0:
         raise SystemExit(f"whatif failed: {res.output}")
     return json.loads(res.output.strip().splitlines()[-1])

@@ -55,8 +55,9 @@ SACCT_ARGS = ("-a", "-D", "--json")
               "comment, qos) matches REGEX, when their comment names no profile. Tried "
               "before [whatif] rules; repeatable.")
 @click.option("--assume-mix", default=None, metavar="IMAGE,LANGUAGE,SPEECH",
-              help="The optimistic forecast's class mix (percentages) for jobs with no "
-              "profile: each is drawn from it (default: the paper's 20,70,10).")
+              help="The optimistic forecast: jobs with no profile drawn from this class mix "
+              "(percentages; the paper's is 20,70,10). Without it there is no optimistic "
+              "forecast: it is an assumption, not a measurement.")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="The optimistic forecast's draws' seed.")
 @click.option("--cluster", "cluster_file", metavar="FILE|NAME", default=None,
@@ -146,8 +147,8 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
 
     Three forecasts, each with what it assumes: guaranteed (only what measured use
     proves: jobs ask for what they used, none runs faster), expected (profiles, else the
-    class by use: the synergy replay above) and optimistic (unknown jobs drawn from
-    --assume-mix); then the keys whose profiling would most narrow the gap, with the
+    class by use: the synergy replay above) and, with --assume-mix, optimistic (unknown
+    jobs drawn from that mix); then the keys whose profiling would most narrow the gap, with the
     commands that profile them, and the GPU-hours in shapes synergy does not reshape.
 
     \b
@@ -211,8 +212,10 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     # replayed beside it (whatif/forecast.py).
     guesses = {"synergy": forecast.InferredGuess(forecast.key_classes(history, used.jobs)),
                "guaranteed": forecast.UsedGuess(forecast.key_needs(
-                   history, used.jobs, cfg.usage.headroom)),
-               "optimistic": MixGuess(mix or forecast.PAPER_MIX, seed)}
+                   history, used.jobs, cfg.usage.headroom))}
+    if mix is not None:
+        # An assumption, so only when it is stated (and a replay less on a large site).
+        guesses["optimistic"] = MixGuess(mix, seed)
     try:
         built = {name: build_replay(history, profiles, found, parsed_rules, guess,
                                     export_time, startup_seconds, default_time_limit * 60,
@@ -258,8 +261,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                         "startup_s": startup_seconds, "profiles_from": profiles_from,
                         "default_time_limit_min": default_time_limit or "unlimited"})
     doc.update(report.usage_section(history, rp, used, profiles, cluster.fair))
-    doc.update(report.forecast_section(outcome, rp, built, mix or forecast.PAPER_MIX,
-                                       mix is None))
+    doc.update(report.forecast_section(outcome, rp, built, mix))
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
         for path in report.write_html(doc, outcome, report_dir / "report.html", used):

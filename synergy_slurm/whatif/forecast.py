@@ -9,8 +9,9 @@ A site without profiles still records what its jobs used (slurm/sacct_usage.py).
 - **expected**: profiled keys with their profiles; every other key by the sensitivity class
   its jobs' use suggests (whatif/infer.py), replayed with that class's median model (by
   how much more cores speed it up). Keys whose use says nothing stay proportional.
-- **optimistic**: unknown jobs drawn from an explicit class mix (``--assume-mix``, else
-  the paper's 20/70/10): an assumption about the site, not a measurement of it.
+- **optimistic**: unknown jobs drawn from an explicit class mix (``--assume-mix``; the
+  paper's is 20/70/10): an assumption about the site, not a measurement of it, so only
+  when one is given.
 
 Each is a replay of the synergy side (hook and controller as on the site's release); its
 gain is the plain replay's mean JCT over the forecast's. Measured against one replay of
@@ -31,7 +32,6 @@ from ..slurm.sacct_usage import JobUsage
 from ..vocabulary import MB_PER_GB
 from .infer import MIN_ELAPSED_S, candidates, key_of
 
-PAPER_MIX = (20.0, 70.0, 10.0)
 FORECASTS = ("guaranteed", "expected", "optimistic")
 ASSUMES = {
     "guaranteed": "jobs ask only for the cores and memory they were measured to use (x "

@@ -127,17 +127,22 @@ def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
 
 
 def forecast_section(outcome: Outcome, replay: Replay, forecasts: Mapping[str, Replay],
-                     mix: Sequence[float], mix_is_default: bool) -> dict:
+                     mix: Sequence[float] | None) -> dict:
     """The three forecasts (whatif/forecast.py): each the plain replay's mean JCT over its
-    own, what it assumes, and where its jobs' profiles came from."""
+    own, what it assumes, and where its jobs' profiles came from; the optimistic one only
+    with a stated ``mix`` (None otherwise, and said so)."""
     plain = stats(list(outcome.times("plain").values())).jct_mean_h
     runs = {"guaranteed": ("guaranteed", forecasts.get("guaranteed")),
             "expected": ("synergy", replay), "optimistic": ("optimistic",
                                                            forecasts.get("optimistic"))}
-    gains, detail = {}, {}
-    label = "/".join(f"{x:g}" for x in mix) + (" (the paper's)" if mix_is_default else "")
+    gains: dict[str, float | None] = {}
+    detail: dict[str, dict] = {}
+    label = "/".join(f"{x:g}" for x in mix) if mix is not None else ""
     for name, (run, rp) in runs.items():
         if rp is None:
+            gains[name] = None
+            detail[name] = {"gain": None, "assumes": "not computed: give --assume-mix "
+                            "IMAGE,LANGUAGE,SPEECH (the paper's: 20,70,10)", "profiles": {}}
             continue
         s = stats(list(outcome.times(run).values()))
         gains[name] = forecast.gain(plain, s.jct_mean_h)
@@ -154,8 +159,9 @@ def _usage_lines(doc: dict) -> list[str]:
     fc, detail = doc.get("forecast"), doc.get("forecast_detail", {})
     if fc:
         lines += ["", "Forecasts (mean JCT, " + fc["basis"] + "):"]
-        lines += [f"  {name}: {_x(d['gain'])} ({d['assumes']}; profiles: "
-                  + ", ".join(f"{n} {k}" for k, n in d["profiles"].items()) + ")"
+        lines += [f"  {name}: {_x(d['gain'])} ({d['assumes']}"
+                  + ("; profiles: " + ", ".join(f"{n} {k}" for k, n in d["profiles"].items())
+                     if d["profiles"] else "") + ")"
                   for name, d in detail.items()]
     u = doc.get("usage")
     if not u:

@@ -411,3 +411,9 @@ def test_the_forecasts_and_their_report(tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert "<table>" in html and "<h2>Forecasts" in html and "<h2>Keys to profile" in html
     assert (tmp_path / "core_use.png").stat().st_size and "alt=\"core_use.png\"" in html
+    # No mix stated, no optimistic forecast: it is an assumption, and says so.
+    res = whatif("--from", str(FIXTURES / "sacct_usage_26.05.5.json"), "--servers", "1",
+                 "--format", "json")
+    doc = json.loads(res.output.strip().splitlines()[-1])
+    assert doc["forecast"]["optimistic"] is None and doc["forecast"]["guaranteed"] > 0
+    assert "give --assume-mix" in doc["forecast_detail"]["optimistic"]["assumes"]
