@@ -42,6 +42,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import e2e_whatif  # the figures from Slurm's records, as the whatif benchmark reads them
 from click.testing import CliRunner
 
 from synergy_slurm import devcluster
@@ -247,13 +248,6 @@ def whatif(history: Path, out: Path, meta: dict) -> dict:
     return json.loads(res.output.strip().splitlines()[-1])
 
 
-def mean_jct_h(history: Path) -> float:
-    jobs, skipped = parse_history(history.read_text())
-    if skipped or not jobs or any(j.end is None for j in jobs):
-        raise SystemExit(f"{history}: unusable export ({len(skipped)} records skipped)")
-    return sum(j.end - j.submit for j in jobs) / len(jobs) / 3600
-
-
 def report(meta: dict, out: Path) -> dict:
     plain = out / "plain.json"
     doc = whatif(plain, out, meta)
@@ -270,7 +264,8 @@ def report(meta: dict, out: Path) -> dict:
         h = j.gpus * (j.end - j.start) / 3600
         hours += h
         right += h * (classes.get(key(k)) == truth_cls[key(k)])
-    real = mean_jct_h(plain) / mean_jct_h(out / "synergy.json")
+    real = (e2e_whatif.real(plain)["jct_mean_h"]
+            / e2e_whatif.real(out / "synergy.json")["jct_mean_h"])
     fc = doc["forecast"]
     return {**meta, "real": round(real, 3), "guaranteed": fc["guaranteed"],
             "expected": fc["expected"], "optimistic": fc["optimistic"],
