@@ -147,12 +147,12 @@ class _Model:
         self._fits_empty: dict[tuple, bool] = {}
         self.finished = 0
         # Whether the controller's next round, and Slurm's next backfill pass, may find
-        # something new; a round that requeues, shrinks or watches use always may.
+        # something new (see _ticks_anyway for the rounds that may even when nothing did).
         self._tick_due = self._pass_due = True
         self._updated = False
-        self._always_tick = bool(self.rule.budget or config.shrink_memory
-                                 or config.usage is not None
-                                 or self.policy.name not in ("fifo", "slurm"))
+        self._time_policy = self.policy.name not in ("fifo", "slurm")
+        # Running jobs a round may requeue: while there are any, every round may act.
+        self._movable: set[int] = set()
         self.samples: dict[int, UsageSample] = {}
         self.caps: dict[tuple[str, str], PerGpu] = {}
         self.util: list[tuple[float, float, float, float]] = []
@@ -212,7 +212,7 @@ class _Model:
                 # A round or a pass finds what it found last time unless something changed
                 # (the core is deterministic, and with time nothing frees up by itself).
                 self._tick_due = self._pass_due = True
-            if self.synergy and t >= next_tick and (self._tick_due or self._always_tick):
+            if self.synergy and t >= next_tick and (self._tick_due or self._ticks_anyway()):
                 self._tick_due = False
                 self._updated = False
                 self._controller(t)
@@ -239,6 +239,15 @@ class _Model:
             t = self._next_time(t, upcoming, background, bg_next, next_pass, next_tick)
         return ModelResult(self.seen, passes, t, self.util)
 
+    def _ticks_anyway(self) -> bool:
+        """Whether the controller's round may act though nothing started, ended or came
+        since the last one: it watches use, its policy orders by time (LAS, SRTF, FTF), or
+        a running job may be requeued (what a restart saves changes as the job runs).
+        Otherwise a round finds what the last found (the core is deterministic), and
+        skipping it changes nothing but the replay's speed."""
+        return (self.cfg.usage is not None or self._time_policy
+                or bool(self.rule.budget and self._movable))
+
     def _stalled(self, t: float, upcoming, background, bg_next) -> bool:
         """Nothing runs, nothing will come or be released, and what waits did not start
         on the empty cluster: the run is over (those jobs never run)."""
@@ -262,8 +271,8 @@ class _Model:
             soon.append(self._soon[0][0])
         if self._pass_due and self.visible:
             soon.append(next_pass if next_pass > t else _next_on_grid(t, self.cfg.round_s))
-        if self.synergy and ((self._tick_due and self.waiting) or (
-                self._always_tick and self.running)):
+        if self.synergy and ((self._tick_due and (self.waiting or self.running)) or (
+                self._ticks_anyway() and self.running)):
             soon.append(next_tick if next_tick > t else _next_on_grid(t, self.interval))
         nxt = min(soon) if soon else t + self.cfg.round_s
         return max(nxt, t + 1e-9) if nxt <= t else nxt
@@ -336,9 +345,15 @@ class _Model:
             self.running[s.job_id] = run
             self._hold(run.alloc, 1)
             heapq.heappush(self._ends, (run.end_at, s.job_id))
+            if not run.trace.fixed_s and (run.trace.requeue_ok
+                                          or not self.cfg.requeue_opt_in):
+                self._movable.add(s.job_id)
+            # Less room for what waits, and a start the next round may shrink.
+            self._tick_due = True
 
     def _finish(self, run: _Run) -> None:
         del self.running[run.trace.job_id]
+        self._movable.discard(run.trace.job_id)
         self._hold(run.alloc, -1)
         self.finished += 1
         run.finish = run.end_at
@@ -501,6 +516,7 @@ class _Model:
         run.work_s, _ = run.done_by(t)
         run.debt_s = self.cfg.restart_cost_s
         del self.running[run.trace.job_id]
+        self._movable.discard(run.trace.job_id)
         self._hold(run.alloc, -1)
         run.alloc, run.end_at = None, math.inf
         run.share, run.held = share, False
