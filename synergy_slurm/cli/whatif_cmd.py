@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..controller.usage import rule_of
 from ..core import ALLOCATOR_NAMES, ClusterState
 from ..core.pools import Pool, merged
 from ..slurm.commands import SlurmCLI, SlurmError
@@ -235,6 +236,13 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         raise BadInput(f"{len(too_big)} jobs ran on more GPUs than the replayed cluster has "
                        f"({cluster.total.gpus}), e.g. job {too_big[0].job_id}: replay on the "
                        "site's own nodes, or give --servers")
+    caps = forecast.suspect_caps(rp, used.jobs, found, rule_of(cfg.usage)) \
+        if cfg.usage.enabled else {}
+    for (key, user), cap in sorted(caps.items()):
+        n = sum(1 for t in rp.trace if (t.model, t.user) == (key, user))
+        rp.notes[f"profile {key} of user {user}: its jobs used far less than given, capped "
+                 f"at {cap.cpus} cores and {cap.mem_gb:.1f} GB per GPU as the controller's "
+                 "closed loop would"] += n
     show = sys.stderr.isatty() if progress is None else progress
     span = max(1.0, max(t.arrival for t in rp.trace))
     state = {"pos": 0}
@@ -253,7 +261,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         names = ["plain", "synergy", *built]
         try:
             outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round,
-                                     built)
+                                     built, caps)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,

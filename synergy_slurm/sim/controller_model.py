@@ -154,7 +154,7 @@ class _Model:
         # Running jobs a round may requeue: while there are any, every round may act.
         self._movable: set[int] = set()
         self.samples: dict[int, UsageSample] = {}
-        self.caps: dict[tuple[str, str], PerGpu] = {}
+        self.caps: dict[tuple[str, str], PerGpu] = dict(config.caps)
         self.util: list[tuple[float, float, float, float]] = []
 
     # -- the loop ----------------------------------------------------------------------
@@ -539,8 +539,10 @@ class _Model:
                 run.trace.job_id, run.trace.model, run.trace.user, run.alloc.share, run.fair,
                 float(busy.cpus), busy.mem_gb, t - run.start)
         assert self.cfg.usage is not None
-        self.caps = {k: v.cap for k, v in judge(self.samples.values(), self.cfg.usage).items()
-                     if v.cap is not None}
+        self.caps = {**self.cfg.caps,
+                     **{k: v.cap for k, v in judge(self.samples.values(),
+                                                   self.cfg.usage).items()
+                        if v.cap is not None}}
 
     def _record(self, t: float) -> None:
         used = self.used_total

@@ -113,6 +113,10 @@ class SimConfig:
     # key whose jobs use far less than they are given is capped for that user's later
     # jobs. None: profiles are trusted.
     usage: UsageRule | None = None
+    # Marks the closed loop made before the run (whatif: from the history's measured use):
+    # (profile key, user) -> the cap on those jobs; the controller keeps a mark until an
+    # admin clears it.
+    caps: Mapping[tuple[str, str], PerGpu] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.round_s <= 0:
@@ -234,7 +238,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     util: list[tuple[float, float, float, float]] = []
     background = _Background(cluster, config.background) if config.background else None
     samples: dict[int, UsageSample] = {}
-    caps: dict[tuple[str, str], PerGpu] = {}
+    caps: dict[tuple[str, str], PerGpu] = dict(config.caps)
     while rounds < max_rounds:
         upcoming = _arrive(upcoming, arrivals, now, profiles, fair, active, seen)
         if window_left == 0 or (not active and upcoming is None):
@@ -285,8 +289,9 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
                 job.alloc = None
         if config.usage is not None:
             _watch(allocations, {j.trace.job_id: j for j in seen}, fair, now + rnd, samples)
-            caps = {k: v.cap for k, v in judge(samples.values(), config.usage).items()
-                    if v.cap is not None}
+            caps = {**config.caps, **{k: v.cap for k, v in judge(samples.values(),
+                                                                  config.usage).items()
+                                      if v.cap is not None}}
         util.append((now, used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb))
         rounds += 1
         now += rnd

@@ -22,15 +22,21 @@ reclaimed the guaranteed forecast is exactly 1.0.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core import PerGpu, Profile, pick_profile
+from ..core.pools import Pool
+from ..core.usage import UsageRule, UsageSample, judge
 from ..sim.jobsets import CLASSES
 from ..slurm.sacct import HistoryJob
 from ..slurm.sacct_usage import JobUsage
 from ..vocabulary import MB_PER_GB
+from .history import Replay
 from .infer import MIN_ELAPSED_S, candidates, key_of
+
+# Where a replayed job's profile came from when it is a stored one the controller would use.
+STORED = ("tag", "comment", "rule")
 
 FORECASTS = ("guaranteed", "expected", "optimistic")
 ASSUMES = {
@@ -144,6 +150,31 @@ class UsedGuess:
         if name not in self._made:
             self._made[name] = used_profile(name, need)
         return self._made[name], "measured use"
+
+
+def suspect_caps(replay: Replay, usage: Mapping[int, JobUsage], pools: Sequence[Pool],
+                 rule: UsageRule) -> dict[tuple[str, str], PerGpu]:
+    """What the controller's closed loop would have marked suspect from this history: per
+    (profile, user), the cap on later jobs where jobs that ran with a stored profile (a
+    tag, a comment or a rule: not a guess) and more than the proportional share used far
+    less of it (core.usage.judge, with the site's ``[usage]`` rule). The replays give
+    those users' jobs of that profile no more, as the controller would."""
+    fair = {p.partition: p.cluster.fair for p in pools}
+    samples = []
+    for tj in replay.trace:
+        job, use = replay.jobs[tj.job_id], usage.get(tj.job_id)
+        if (not tj.model or replay.source.get(tj.job_id) not in STORED or use is None
+                or job.gpus <= 0 or job.cpus <= 0 or job.mem_mb <= 0):
+            continue
+        core = use.core_use
+        granted = PerGpu(max(1, job.cpus // job.gpus), job.mem_mb / job.gpus / MB_PER_GB)
+        samples.append(UsageSample(
+            tj.job_id, tj.model, tj.user, granted,
+            fair.get(tj.partition, pools[0].cluster.fair),
+            granted.cpus if core is None else core * job.cpus / job.gpus,
+            granted.mem_gb if use.peak_mem_mb is None
+            else use.peak_mem_mb / job.gpus / MB_PER_GB, use.elapsed_s))
+    return {k: v.cap for k, v in judge(samples, rule).items() if v.cap is not None}
 
 
 def key_classes(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core import ClusterState, Profile
+from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
 from ..sim.engine import JobResult, SimConfig, SimResult, simulate
 from ..vocabulary import MB_PER_GB
@@ -122,11 +122,13 @@ PARALLEL_FROM = 5000
 def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
         pools: Sequence[Pool], allocator: str = "tune", ctl: Controller = Controller(),
         on_round: Callable[[str, float], None] | None = None,
-        forecasts: Mapping[str, Replay] | None = None) -> Outcome:
+        forecasts: Mapping[str, Replay] | None = None,
+        caps: Mapping[tuple[str, str], PerGpu] | None = None) -> Outcome:
     """The plain and the synergy replay of ``replay`` on ``cluster`` (its ``pools``), and
     the synergy replay of each of ``forecasts`` (the same history, other profiles). In the
     synergy replays, running jobs that opted in (``synergy:requeue-ok``) are requeued into
-    idle resources as the controller would."""
+    idle resources as the controller would; ``caps``: the closed loop's marks, (profile,
+    user) -> cap, as the controller would hold them (forecast.suspect_caps)."""
     if not replay.trace:
         raise ValueError("nothing to replay: no GPU job in the history ran")
     actual = {jid: Times(jid, j.submit - replay.t0,
@@ -151,7 +153,7 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
                         controller_interval_s=ctl.interval_s,
                         release_delay_s=ctl.release_delay_s,
                         lowers_pending=ctl.lowers_pending, hold_known=ctl.hold_known,
-                        hold_unknown=ctl.hold_unknown)
+                        hold_unknown=ctl.hold_unknown, caps=dict(caps or {}))
         trace = sorted(rp.trace, key=lambda t: (t.arrival, t.job_id))
         tasks[name] = (trace, {**profiles, **rp.profiles}, cfg)
     workers = min(len(tasks), os.cpu_count() or 1)

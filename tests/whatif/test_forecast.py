@@ -3,9 +3,12 @@ suggests, and an assumed mix; and which keys to profile next."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from synergy_slurm.core import PerGpu
+from synergy_slurm.core.usage import UNLIMITED, UsageRule
 from synergy_slurm.slurm.sacct_usage import JobUsage
 from synergy_slurm.vocabulary import MB_PER_GB
 from synergy_slurm.whatif import build_replay
@@ -17,6 +20,7 @@ from synergy_slurm.whatif.forecast import (
     key_classes,
     key_needs,
     representative,
+    suspect_caps,
     to_profile,
     used_profile,
 )
@@ -99,3 +103,35 @@ def test_keys_to_profile_rank_what_profiling_could_show_not_only_gpu_hours(paper
     assert keys[0]["class"] == "image" and keys[0]["gpu_hours"] == 1.0
     assert keys[0]["profile_run"].startswith("synergy profile run --key alice.cv --gpus 1")
     assert keys[0]["sbatch"].startswith("synergy-sbatch --profile-key alice.cv")
+
+
+def test_a_users_profile_whose_jobs_used_far_less_than_given_is_capped_as_the_loop_would(
+        paper_profiles):
+    """alice's res18 job held 12 cores and kept one busy: the closed loop marks (res18,
+    alice), so her later res18 job gets no more than the proportional share in the replay,
+    while bob's identical one gets what res18's profile asks for."""
+    tag = "synergy:profile=res18"
+    history = [hjob(1, cpus=12, comment=tag),
+               hjob(2, submit=4000.0, start=4000.0, end=7600.0, comment=tag),
+               replace(hjob(3, submit=4000.0, start=4000.0, end=7600.0, comment=tag),
+                       user="bob"),
+               hjob(4, cpus=12, name="unknown")]        # no stored profile: no evidence
+    usage = {1: JobUsage(1, 3600, 12, cpu_s=0.1 * 3600 * 12, peak_mem_mb=2000),
+             4: JobUsage(4, 3600, 12, cpu_s=0.1 * 3600 * 12, peak_mem_mb=2000)}
+    found = pools("n1")
+    rp = build_replay(history, paper_profiles, found)
+    caps = suspect_caps(rp, usage, found, UsageRule())
+    # Cores: at the proportional share (3), above what it used x headroom; its memory was
+    # the proportional share, so nothing is said of memory.
+    assert caps == {("res18", "alice"): PerGpu(3, UNLIMITED.mem_gb)}
+    # Given no more than the proportional share, using little is no evidence.
+    assert suspect_caps(rp, {2: JobUsage(2, 3600, 3, cpu_s=0.1 * 3600 * 3)}, found,
+                        UsageRule()) == {}
+    times = {}
+    for name, c in (("trusted", None), ("capped", caps)):
+        out = run(rp, paper_profiles, found[0].cluster, found, "tune",
+                  Controller(interval_s=30.0), caps=c)
+        times[name] = out.times("synergy")
+    assert times["trusted"][2].end == pytest.approx(times["trusted"][3].end)
+    assert times["capped"][2].end > times["capped"][3].end * 1.05
+    assert times["capped"][3].end == pytest.approx(times["trusted"][3].end)
