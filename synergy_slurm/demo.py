@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core import PerGpu, Profile
+from .slurm import queue
 from .slurm.commands import SlurmCLI
 
 KINDS: dict[str, tuple[str, ...]] = {
@@ -109,11 +110,6 @@ def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
     return ids
 
 
-# Where a job ends for good (squeue's %T); a requeued job passes through PENDING again.
-ENDED = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL",
-                   "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
-
-
 @dataclass(frozen=True)
 class Ended:
     """When a demo job was seen gone from the queue (seconds from the phase's start) and
@@ -123,7 +119,7 @@ class Ended:
     state: str
 
 
-def wait_all(cli: SlurmCLI, ids: Mapping[int, int], t0: float,
+def wait_all(cli, ids: Mapping[int, int], t0: float,
              tick: Callable[[float, int], None] | None = None, tick_s: float = 20.0,
              timeout_s: float = 1800.0) -> dict[int, Ended]:
     """Poll squeue (every state: a finished job stays listed for MinJobAge) until each of
@@ -135,15 +131,11 @@ def wait_all(cli: SlurmCLI, ids: Mapping[int, int], t0: float,
         if now - t0 > timeout_s:
             raise TimeoutError(f"{len(ids) - len(done)} demo jobs still queued after "
                                f"{timeout_s:.0f} s")
-        states = {}
-        for line in cli.run("squeue", ["-h", "-t", "all", "-o", "%A|%T"]).splitlines():
-            jid, _, state = line.strip().partition("|")
-            if jid.isdigit():
-                states[int(jid)] = state.strip()
+        rows = {r.job_id: r for r in queue.all_rows(cli)}
         for jid, idx in ids.items():
-            state = states.get(jid, "")
-            if idx not in done and (jid not in states or state in ENDED):
-                done[idx] = Ended(now - t0, state)
+            row = rows.get(jid)
+            if idx not in done and (row is None or row.ended):
+                done[idx] = Ended(now - t0, row.state if row else "")
         if tick is not None and now >= next_tick:
             tick(now - t0, len(ids) - len(done))
             next_tick = now + tick_s

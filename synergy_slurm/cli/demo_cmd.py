@@ -19,6 +19,7 @@ from ..controller.state import StateStore
 from ..controller.status import status_lines
 from ..core import PerGpu
 from ..demo import KINDS, PhaseResult, demo_mix, failures, submit_mix, wait_all
+from ..slurm import queue
 from ..slurm.commands import SlurmCLI, SlurmError
 from .devcluster_cmd import CACHE_OPTION, CLUSTER_OPTION, SLURM_OPTION
 from .errors import BadInput, Failed
@@ -186,11 +187,12 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
     ticks = {"n": 0}
 
     def tick(elapsed: float, left: int) -> None:
-        jobs = cli.run("squeue", ["-h", "-o", "%t"]).split()
-        say(f"[demo] {name} t={elapsed:5.0f} s: {jobs.count('R')} running, "
-            f"{jobs.count('PD')} pending, {len(mix) - left} done")
+        rows = [r for r in queue.all_rows(cli) if not r.ended]
+        running = sum(r.running for r in rows)
+        say(f"[demo] {name} t={elapsed:5.0f} s: {running} running, "
+            f"{len(rows) - running} pending, {len(mix) - left} done")
         ticks["n"] += 1
-        if view is not None and jobs and ticks["n"] % 4 == 1:
+        if view is not None and rows and ticks["n"] % 4 == 1:
             say(f"[demo] synergy status --config {cfg_path}  (pending first)")
             for line in status_lines(view, pending_first=True)[:14]:
                 say("    " + line)

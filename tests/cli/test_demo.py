@@ -140,10 +140,10 @@ def test_a_result_only_from_jobs_that_ran(tmp_path):
     id, state and first lines of output, and no figures."""
     from synergy_slurm.demo import Ended, failures, wait_all
 
-    cli = ScriptedSqueue("11|RUNNING\n12|PENDING\n13|RUNNING",
-                         "11|COMPLETED\n12|REQUEUED\n13|FAILED",
-                         "11|COMPLETED\n12|RUNNING\n13|FAILED",
-                         "11|COMPLETED\n12|COMPLETED\n13|FAILED")
+    cli = ScriptedSqueue("11|RUNNING|3\n12|PENDING|3\n13|RUNNING|6",
+                         "11|COMPLETED|3\n12|REQUEUED|3\n13|FAILED|6",
+                         "11|COMPLETED|3\n12|RUNNING|9\n13|FAILED|6",
+                         "11|COMPLETED|3\n12|COMPLETED|9\n13|FAILED|6")
     ended = wait_all(cli, {11: 0, 12: 1, 13: 2}, t0=0.0, timeout_s=1e12)
     assert {i: e.state for i, e in ended.items()} == {0: "COMPLETED", 1: "COMPLETED",
                                                       2: "FAILED"}
