@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core import PerGpu, Profile
+from .core.pools import Pool, merged
+from .sim.engine import SimConfig, simulate
+from .sim.trace import TraceJob
 from .slurm import queue
 from .slurm.commands import SlurmCLI
 
@@ -82,16 +85,63 @@ class PhaseResult:
                    default=0.0)
 
 
+def phase_result(name: str, ended: Mapping[int, float], submitted: Mapping[int, float]
+                 ) -> PhaseResult:
+    """A phase's figures from each job's end and submission (seconds from the phase's
+    start): JCT from the job's own submission, makespan to the last end."""
+    return PhaseResult(name, max(ended.values()),
+                       {i: end - submitted.get(i, 0.0) for i, end in ended.items()})
+
+
+# What the prediction assumes of the demo's cluster: Slurm's passes (sched_interval and
+# bf_interval of the dev cluster), the delay from the controller's release to Slurm's
+# start, and an emulated job's own start-up (a Python process on a loaded 2-core machine).
+SCHED_S = 5.0
+RELEASE_DELAY_S = 2.0
+STARTUP_S = 1.5
+
+
+def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]],
+            profiles: Mapping[str, Profile], pools: Sequence[Pool], controller: Mapping,
+            lowers_pending: bool) -> dict[str, PhaseResult]:
+    """What the simulator's controller model predicts for both phases of this mix on
+    this cluster (``pools``), each job arriving when it was really submitted in that
+    phase (``submitted``: phase -> index -> seconds), the controller as configured
+    (``controller``: the [controller] section the demo ran)."""
+    out = {}
+    for phase, alloc in (("proportional", "proportional"), ("synergy", "tune")):
+        at = submitted.get(phase, {})
+        trace = sorted((TraceJob(j.index, j.model, at.get(j.index, 0.0), 1, j.gpus,
+                                 requeue_ok=True, partition=j.partition,
+                                 work_s=j.seconds, startup_s=STARTUP_S) for j in jobs),
+                       key=lambda t: (t.arrival, t.job_id))
+        cfg = SimConfig(merged(pools), policy=controller["policy"], allocator=alloc,
+                        round_s=SCHED_S, restart_cost_s=controller["restart_cost_s"],
+                        preemptive=False, pools=tuple(pools),
+                        requeue_budget=controller["requeue_budget"] if alloc != "proportional"
+                        else 0,
+                        requeue_interval_s=controller["requeue_min_interval_s"],
+                        requeue_opt_in=True, controller_interval_s=controller["interval_s"],
+                        release_delay_s=RELEASE_DELAY_S, lowers_pending=lowers_pending)
+        res = simulate(trace, profiles, cfg)
+        ends = {r.job_id: r.finish for r in res.jobs if r.finish is not None}
+        out[phase] = phase_result(phase, ends, at)
+    return out
+
+
 def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
                profiles: Mapping[str, Profile], profiles_path: Path, python: str,
-               fair: Mapping[str, PerGpu], work: Path) -> dict[int, int]:
+               fair: Mapping[str, PerGpu], work: Path, t0: float
+               ) -> tuple[dict[int, int], dict[int, float]]:
     """Submit every job with synergy-sbatch, its length set at its partition's
-    proportional share (``fair``, by partition); {Slurm job id: demo index}."""
+    proportional share (``fair``, by partition); {Slurm job id: demo index} and {demo
+    index: when it was submitted, seconds from ``t0``} (a job's JCT runs from there)."""
     work.mkdir(parents=True, exist_ok=True)
     runner = work / "run.sh"
     runner.write_text(RUNNER)
     runner.chmod(0o755)
-    ids = {}
+    ids: dict[int, int] = {}
+    submitted: dict[int, float] = {}
     for j in jobs:
         where = [f"--partition={j.partition}"] if j.partition else []
         argv = [sbatch_exe, "--parsable", "--profile-key", j.model, "--requeue-ok",
@@ -107,7 +157,8 @@ def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
             raise RuntimeError(f"synergy-sbatch failed for demo job {j.index}: "
                                f"{res.stderr.strip()}")
         ids[int(res.stdout.strip().split(";")[0])] = j.index
-    return ids
+        submitted[j.index] = time.monotonic() - t0
+    return ids, submitted
 
 
 @dataclass(frozen=True)

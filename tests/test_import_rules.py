@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "controller": {"core", "profiles", "slurm", "hook", "config", "vocabulary", "dbfile"},
     "templates": {"shipped"},
     "emulate": {"core", "profiles", "vocabulary"},
-    "demo": {"core", "slurm", "vocabulary"},
+    "demo": {"core", "slurm", "sim", "vocabulary"},
     "cli": {"*"},
     "__main__": {"cli"},
 }

@@ -18,9 +18,19 @@ from ..controller.daemon import Controller
 from ..controller.state import StateStore
 from ..controller.status import status_lines
 from ..core import PerGpu
-from ..demo import KINDS, PhaseResult, demo_mix, failures, submit_mix, wait_all
+from ..demo import (
+    KINDS,
+    PhaseResult,
+    demo_mix,
+    failures,
+    phase_result,
+    predict,
+    submit_mix,
+    wait_all,
+)
 from ..slurm import queue
 from ..slurm.commands import SlurmCLI, SlurmError
+from ..slurm.release import Release
 from .devcluster_cmd import CACHE_OPTION, CLUSTER_OPTION, SLURM_OPTION
 from .errors import BadInput, Failed
 from .options import cluster_option_value, default_profiles_path, profiles_option_value
@@ -118,17 +128,27 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     for old in ("state.db", "audit.jsonl", "profiles.db", "synergy.toml"):
         (state_dir / old).unlink(missing_ok=True)
     cfg_path = state_dir / "synergy.toml"
+    submitted: dict[str, dict[int, float]] = {}
     try:
         results = []
         for phase in ("proportional", "synergy"):
             results.append(_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair,
-                                  work, sbatch_exe, status_every, say, parts))
+                                  work, sbatch_exe, status_every, say, parts,
+                                  submitted.setdefault(phase, {})))
     except (SlurmError, RuntimeError, TimeoutError) as exc:
         raise Failed(f"demo failed: {exc}") from None
     finally:
         if not keep:
             devcluster.down(spec)
     prop, syn = results
+    # The simulator's controller model on the same mix, cluster and submission times.
+    try:
+        lowers = Release.parse(version).lowers_pending
+    except ValueError:
+        lowers = False
+    pred = predict(mix, submitted, profiles, layout.pools(),
+                   _config_dict(spec, path, state_dir, parts)["controller"], lowers)
+    gaps = _gaps(mix, {"proportional": prop, "synergy": syn}, pred)
     out = {"jobs": jobs, "seed": seed, "proportional_makespan_s": round(prop.makespan_s, 1),
            "synergy_makespan_s": round(syn.makespan_s, 1),
            "makespan_ratio": round(prop.makespan_s / syn.makespan_s, 3),
@@ -142,6 +162,11 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
                    "mean_jct_s": {"proportional": round(prop.mean_jct(mix, partition=p), 1),
                                   "synergy": round(syn.mean_jct(mix, partition=p), 1)}}
                for p in (parts if len(parts) > 1 else ())},
+           "predicted": {ph: {"makespan_s": round(r.makespan_s, 1),
+                              "mean_jct_s": {k or "all": round(r.mean_jct(mix, k), 1)
+                                             for k in (*KINDS, None)}}
+                         for ph, r in pred.items()},
+           "prediction_gap": gaps,
            "controller_state": str(state_dir / "state.db"),
            "audit_log": str(state_dir / "audit.jsonl")}
     if fmt == "json":
@@ -160,13 +185,34 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         click.echo(f"  partition {p:<8} {row['jobs']:3d} jobs: makespan {ma:7.1f} -> "
                    f"{mb:7.1f} s ({ma / mb:.2f}x), mean JCT {ja:7.1f} -> {jb:7.1f} s "
                    f"({ja / jb:.2f}x)")
+    click.echo("\n[demo] the simulator's prediction for the same mix, cluster and "
+               "submissions (gap: real over predicted, less one)")
+    real = {"proportional": prop, "synergy": syn}
+    for ph, r in pred.items():
+        click.echo(f"  {ph:<13} makespan {r.makespan_s:7.1f} s (real {real[ph].makespan_s:7.1f},"
+                   f" gap {gaps[ph]['makespan']:+.1%}); mean JCT " + ", ".join(
+                       f"{k or 'all'} {r.mean_jct(mix, k):.1f} ({gaps[ph][k or 'all']:+.1%})"
+                       for k in (*KINDS, None)))
+    pp, ps = pred["proportional"], pred["synergy"]
+    click.echo(f"  predicted gain: makespan {pp.makespan_s / ps.makespan_s:.2f}x, mean JCT "
+               f"{pp.mean_jct(mix) / ps.mean_jct(mix):.2f}x")
     click.echo(f"  what the controller did: {out['audit_log']}"
                + ("" if keep else " (the cluster is down; --keep leaves it up)"))
 
 
+def _gaps(mix, real: dict[str, PhaseResult], pred: dict[str, PhaseResult]) -> dict:
+    """Per phase, real over predicted less one: makespan and mean JCT per kind."""
+    def gap(a: float, b: float) -> float:
+        return round(a / b - 1.0, 4) if b > 0 else float("nan")
+    return {ph: {"makespan": gap(real[ph].makespan_s, pred[ph].makespan_s),
+                 **{k or "all": gap(real[ph].mean_jct(mix, k), pred[ph].mean_jct(mix, k))
+                    for k in (*KINDS, None)}}
+            for ph in real}
+
+
 def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
            fair: dict[str, PerGpu], work: Path, sbatch_exe: str, status_every: float, say,
-           partitions: list[str]) -> PhaseResult:
+           partitions: list[str], submitted: dict[int, float]) -> PhaseResult:
     view: StateStore | None = None
     stop = threading.Event()
     thread = None
@@ -199,8 +245,9 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
 
     try:
         t0 = time.monotonic()
-        ids = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path, sys.executable,
-                         fair, work / name)
+        ids, at = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path, sys.executable,
+                             fair, work / name, t0)
+        submitted.update(at)
         ended = wait_all(cli, ids, t0, tick, status_every)
     finally:
         if thread is not None:
@@ -213,8 +260,7 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         # A figure from jobs that did not run would be no figure at all.
         raise RuntimeError(f"{len(failed)} of the {name} phase's jobs did not complete, so "
                            "no result is given:\n  " + "\n  ".join(failed))
-    jct = {idx: e.seconds for idx, e in ended.items()}
-    res = PhaseResult(name, max(jct.values()), jct)
+    res = phase_result(name, {idx: e.seconds for idx, e in ended.items()}, submitted)
     say(f"[demo] {name}: all {len(mix)} jobs done, makespan {res.makespan_s:.1f} s")
     return res
 

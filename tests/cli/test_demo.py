@@ -45,6 +45,30 @@ def test_iterations_last_the_asked_time_at_the_proportional_share(profiles_path)
                                                                  abs=per_iter)
 
 
+def test_the_prediction_replays_the_same_mix_in_the_controller_model(profiles_path):
+    """The simulator's prediction for both phases: each job from its own submission, the
+    same controller; CPU-hungry jobs predicted faster with synergy, none slower than its
+    proportional length."""
+    from synergy_slurm.core import ClusterState
+    from synergy_slurm.core.pools import Pool
+    from synergy_slurm.demo import phase_result, predict
+
+    profiles = load_profiles(profiles_path)
+    mix = demo_mix(12, 30.0, seed=2)
+    at = {j.index: 0.5 * j.index for j in mix}
+    ctl = {"policy": "fifo", "restart_cost_s": 15.0, "requeue_budget": 2,
+           "requeue_min_interval_s": 60.0, "interval_s": 2.0}
+    pred = predict(mix, {"proportional": at, "synergy": at}, profiles,
+                   (Pool("", ClusterState.uniform(4)),), ctl, lowers_pending=False)
+    prop, syn = pred["proportional"], pred["synergy"]
+    assert set(prop.jct_s) == set(syn.jct_s) == {j.index for j in mix}
+    for j in mix:          # 32 GPUs hold them all: each runs its length, from submission
+        assert prop.jct_s[j.index] >= j.seconds
+    kind = next(iter(KINDS))          # the CPU-hungry kind
+    assert syn.mean_jct(mix, kind) < 0.9 * prop.mean_jct(mix, kind)
+    assert phase_result("x", {0: 10.0, 1: 20.0}, {0: 1.0, 1: 4.0}).jct_s == {0: 9.0, 1: 16.0}
+
+
 def _demo(demo_dir: Path, profiles_path: Path, *extra: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("SLURM_CONF", None)
@@ -85,6 +109,11 @@ def _check_demo(res: subprocess.CompletedProcess, demo_dir: Path, lowers: bool) 
     jct = out["mean_jct_s"]
     assert set(jct) == {*KINDS, "all"}
     assert out["proportional_makespan_s"] > 0 and out["synergy_makespan_s"] > 0
+    # The prediction sits beside what happened; a gross miss would mean the model and the
+    # demo no longer describe the same run.
+    assert set(out["predicted"]) == {"proportional", "synergy"}
+    for phase, gap in out["prediction_gap"].items():
+        assert abs(gap["makespan"]) < 0.5, (phase, gap)
     # The CPU-hungry jobs get 3-4x their share and finish clearly sooner.
     assert jct["cpu-hungry"]["synergy"] < 0.85 * jct["cpu-hungry"]["proportional"]
     # The controller's actions are audited, and the audit log outlives the cluster. Where
