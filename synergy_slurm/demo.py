@@ -72,6 +72,9 @@ class PhaseResult:
     name: str
     makespan_s: float
     jct_s: dict[int, float] = field(default_factory=dict)     # demo job index -> seconds
+    # What Slurm showed running at each poll: (seconds from the phase's start, ((demo
+    # index, cores), ...)); empty for a prediction.
+    timeline: list[tuple[float, tuple[tuple[int, int], ...]]] = field(default_factory=list)
 
     def mean_jct(self, jobs: Sequence[DemoJob], kind: str | None = None,
                  partition: str | None = None) -> float:
@@ -172,9 +175,12 @@ class Ended:
 
 def wait_all(cli, ids: Mapping[int, int], t0: float,
              tick: Callable[[float, int], None] | None = None, tick_s: float = 20.0,
-             timeout_s: float = 1800.0) -> dict[int, Ended]:
+             timeout_s: float = 1800.0,
+             timeline: list[tuple[float, tuple[tuple[int, int], ...]]] | None = None
+             ) -> dict[int, Ended]:
     """Poll squeue (every state: a finished job stays listed for MinJobAge) until each of
-    ``ids`` has ended; {demo index: when and how}."""
+    ``ids`` has ended; {demo index: when and how}. ``timeline`` gets, at each poll, the
+    demo jobs running and the cores each holds."""
     done: dict[int, Ended] = {}
     next_tick = time.monotonic() + tick_s
     while len(done) < len(ids):
@@ -183,6 +189,9 @@ def wait_all(cli, ids: Mapping[int, int], t0: float,
             raise TimeoutError(f"{len(ids) - len(done)} demo jobs still queued after "
                                f"{timeout_s:.0f} s")
         rows = {r.job_id: r for r in queue.all_rows(cli)}
+        if timeline is not None:
+            timeline.append((now - t0, tuple((ids[r.job_id], r.cpus) for r in rows.values()
+                                             if r.running and r.job_id in ids)))
         for jid, idx in ids.items():
             row = rows.get(jid)
             if idx not in done and (row is None or row.ended):
@@ -211,3 +220,39 @@ def failures(ended: Mapping[int, Ended], ids: Mapping[int, int], outputs: Path,
                    f"{end.state or 'unseen (purged from the queue)'}: "
                    + " | ".join(head))
     return out
+
+
+def plot_timelines(jobs: Sequence[DemoJob], phases: Sequence[PhaseResult], path: Path,
+                   total_gpus: int, total_cpus: int) -> Path:
+    """One PNG: each phase's timeline side by side, as Slurm showed it: GPUs busy, and
+    the cores given to each kind of job, over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_index = {j.index: j for j in jobs}
+    kinds = list(KINDS)
+    span = max((t for ph in phases for t, _ in ph.timeline), default=1.0)
+    fig, axes = plt.subplots(2, len(phases), figsize=(6 * len(phases), 6), sharex=True,
+                             sharey="row", squeeze=False)
+    for col, ph in enumerate(phases):
+        times = [t for t, _ in ph.timeline]
+        gpus = [sum(by_index[i].gpus for i, _ in running) for _, running in ph.timeline]
+        cores = [[sum(c for i, c in running if by_index[i].kind == k)
+                  for _, running in ph.timeline] for k in kinds]
+        top, bottom = axes[0][col], axes[1][col]
+        top.step(times, gpus, where="post", color="black")
+        top.axhline(total_gpus, color="grey", linestyle=":")
+        top.set_title(f"{ph.name}: makespan {ph.makespan_s:.0f} s")
+        bottom.stackplot(times, cores, labels=kinds, step="post")
+        bottom.axhline(total_cpus, color="grey", linestyle=":")
+        bottom.set_xlabel("seconds from the first submission")
+        bottom.set_xlim(0, span)
+    axes[0][0].set_ylabel("GPUs busy")
+    axes[1][0].set_ylabel("cores given, by kind")
+    axes[1][-1].legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

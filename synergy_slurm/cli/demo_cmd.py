@@ -24,6 +24,7 @@ from ..demo import (
     demo_mix,
     failures,
     phase_result,
+    plot_timelines,
     predict,
     submit_mix,
     wait_all,
@@ -149,6 +150,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     pred = predict(mix, submitted, profiles, layout.pools(),
                    _config_dict(spec, path, state_dir, parts)["controller"], lowers)
     gaps = _gaps(mix, {"proportional": prop, "synergy": syn}, pred)
+    picture = plot_timelines(mix, results, state_dir / "demo.png", total.gpus, total.cpus)
     out = {"jobs": jobs, "seed": seed, "proportional_makespan_s": round(prop.makespan_s, 1),
            "synergy_makespan_s": round(syn.makespan_s, 1),
            "makespan_ratio": round(prop.makespan_s / syn.makespan_s, 3),
@@ -167,6 +169,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
                                              for k in (*KINDS, None)}}
                          for ph, r in pred.items()},
            "prediction_gap": gaps,
+           "timelines_png": str(picture),
            "controller_state": str(state_dir / "state.db"),
            "audit_log": str(state_dir / "audit.jsonl")}
     if fmt == "json":
@@ -196,6 +199,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     pp, ps = pred["proportional"], pred["synergy"]
     click.echo(f"  predicted gain: makespan {pp.makespan_s / ps.makespan_s:.2f}x, mean JCT "
                f"{pp.mean_jct(mix) / ps.mean_jct(mix):.2f}x")
+    click.echo(f"  timelines (GPUs busy, cores by kind): {picture}")
     click.echo(f"  what the controller did: {out['audit_log']}"
                + ("" if keep else " (the cluster is down; --keep leaves it up)"))
 
@@ -231,6 +235,7 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
             f"{cfg.controller.interval_s:g} s); config {cfg_path}")
     say(f"[demo] {name}: submitting {len(mix)} jobs with synergy-sbatch ...")
     ticks = {"n": 0}
+    timeline: list = []
 
     def tick(elapsed: float, left: int) -> None:
         rows = [r for r in queue.all_rows(cli) if not r.ended]
@@ -248,7 +253,7 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         ids, at = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path, sys.executable,
                              fair, work / name, t0)
         submitted.update(at)
-        ended = wait_all(cli, ids, t0, tick, status_every)
+        ended = wait_all(cli, ids, t0, tick, status_every, timeline=timeline)
     finally:
         if thread is not None:
             stop.set()
@@ -261,6 +266,7 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         raise RuntimeError(f"{len(failed)} of the {name} phase's jobs did not complete, so "
                            "no result is given:\n  " + "\n  ".join(failed))
     res = phase_result(name, {idx: e.seconds for idx, e in ended.items()}, submitted)
+    res.timeline = timeline
     say(f"[demo] {name}: all {len(mix)} jobs done, makespan {res.makespan_s:.1f} s")
     return res
 

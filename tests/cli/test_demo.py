@@ -173,7 +173,10 @@ def test_a_result_only_from_jobs_that_ran(tmp_path):
                          "11|COMPLETED|3\n12|REQUEUED|3\n13|FAILED|6",
                          "11|COMPLETED|3\n12|RUNNING|9\n13|FAILED|6",
                          "11|COMPLETED|3\n12|COMPLETED|9\n13|FAILED|6")
-    ended = wait_all(cli, {11: 0, 12: 1, 13: 2}, t0=0.0, timeout_s=1e12)
+    timeline: list = []
+    ended = wait_all(cli, {11: 0, 12: 1, 13: 2}, t0=0.0, timeout_s=1e12, timeline=timeline)
+    # What ran at each poll, by demo index, with the cores Slurm shows it holding.
+    assert [dict(running) for _, running in timeline] == [{0: 3, 2: 6}, {}, {1: 9}, {}]
     assert {i: e.state for i, e in ended.items()} == {0: "COMPLETED", 1: "COMPLETED",
                                                       2: "FAILED"}
     (tmp_path / "job2.out").write_text("python3: error while loading shared libraries: "
@@ -183,3 +186,14 @@ def test_a_result_only_from_jobs_that_ran(tmp_path):
     # A job purged before its end was seen is not taken for a success either.
     gone = failures({0: Ended(5.0, "")}, {11: 0}, tmp_path)
     assert gone == ["job 11 (demo job 0) ended unseen (purged from the queue): (no output)"]
+
+
+def test_the_timelines_picture_is_written(tmp_path):
+    """Both phases side by side, from what Slurm showed running at each poll."""
+    from synergy_slurm.demo import PhaseResult, plot_timelines
+
+    mix = demo_mix(4, 20.0, seed=1)
+    phases = [PhaseResult(name, 30.0, {}, [(0.0, ((0, 3), (1, 3))), (10.0, ((1, 6),)),
+                                           (30.0, ())]) for name in ("proportional", "synergy")]
+    path = plot_timelines(mix, phases, tmp_path / "demo.png", 32, 96)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
