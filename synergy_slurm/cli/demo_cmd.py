@@ -76,8 +76,13 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     model, and language models that need neither. First with plain Slurm's
     GPU-proportional shares, then with the controller (FIFO + TUNE) shaping every job.
     Prints progress and `synergy status` while it runs, then both makespans and the mean
-    job time per kind. Needs root; about 7 minutes with the defaults (two phases of
-    about 3.5 minutes each on a 2-core machine).
+    job time per kind (each job's from its own submission), beside what the simulator
+    (its model of Slurm and the controller) predicts for the same mix, cluster and
+    submission times, with the gap; and writes DIR/demo.png, both runs' timelines side by
+    side (GPUs busy, cores given to each kind, as squeue showed them). A job that does not
+    complete stops the demo with its id, state and first lines of output, and no figures.
+    Needs root; about 7 minutes with the defaults (two phases of about 3.5 minutes each
+    on a 2-core machine).
 
     With --cluster (e.g. ``mixed``: A100 and H100 partitions and one over both) the jobs
     go to its partitions in turn, each job's length set at its partition's proportional
