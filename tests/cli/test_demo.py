@@ -112,6 +112,7 @@ def _check_demo(res: subprocess.CompletedProcess, demo_dir: Path, lowers: bool) 
     # The prediction sits beside what happened; a gross miss would mean the model and the
     # demo no longer describe the same run.
     assert set(out["predicted"]) == {"proportional", "synergy"}
+    assert Path(out["timelines_png"]).stat().st_size > 10_000
     for phase, gap in out["prediction_gap"].items():
         assert abs(gap["makespan"]) < 0.5, (phase, gap)
     # The CPU-hungry jobs get 3-4x their share and finish clearly sooner.
