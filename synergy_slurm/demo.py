@@ -75,6 +75,8 @@ class PhaseResult:
     # What Slurm showed running at each poll: (seconds from the phase's start, ((demo
     # index, cores), ...)); empty for a prediction.
     timeline: list[tuple[float, tuple[tuple[int, int], ...]]] = field(default_factory=list)
+    # When each job was submitted (demo index -> seconds from the phase's start).
+    submitted: dict[int, float] = field(default_factory=dict)
 
     def mean_jct(self, jobs: Sequence[DemoJob], kind: str | None = None,
                  partition: str | None = None) -> float:
@@ -93,24 +95,24 @@ def phase_result(name: str, ended: Mapping[int, float], submitted: Mapping[int, 
     """A phase's figures from each job's end and submission (seconds from the phase's
     start): JCT from the job's own submission, makespan to the last end."""
     return PhaseResult(name, max(ended.values()),
-                       {i: end - submitted.get(i, 0.0) for i, end in ended.items()})
+                       {i: end - submitted.get(i, 0.0) for i, end in ended.items()},
+                       submitted=dict(submitted))
 
 
-# What the prediction assumes of the demo's cluster: Slurm's passes (sched_interval and
-# bf_interval of the dev cluster), the delay from the controller's release to Slurm's
-# start, and an emulated job's own start-up (a Python process on a loaded 2-core machine).
-SCHED_S = 5.0
+# What the prediction assumes of the demo's cluster: the delay from the controller's
+# release to Slurm's start, and an emulated job's own start-up (a Python process on a
+# loaded 2-core machine).
 RELEASE_DELAY_S = 2.0
 STARTUP_S = 1.5
 
 
 def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]],
             profiles: Mapping[str, Profile], pools: Sequence[Pool], controller: Mapping,
-            lowers_pending: bool) -> dict[str, PhaseResult]:
+            lowers_pending: bool, sched_s: float) -> dict[str, PhaseResult]:
     """What the simulator's controller model predicts for both phases of this mix on
-    this cluster (``pools``), each job arriving when it was really submitted in that
-    phase (``submitted``: phase -> index -> seconds), the controller as configured
-    (``controller``: the [controller] section the demo ran)."""
+    this cluster (``pools``, Slurm passing every ``sched_s``), each job arriving when it
+    was really submitted in that phase (``submitted``: phase -> index -> seconds), the
+    controller as configured (``controller``: the [controller] section the demo ran)."""
     out = {}
     for phase, alloc in (("proportional", "proportional"), ("synergy", "tune")):
         at = submitted.get(phase, {})
@@ -119,7 +121,7 @@ def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]
                                  work_s=j.seconds, startup_s=STARTUP_S) for j in jobs),
                        key=lambda t: (t.arrival, t.job_id))
         cfg = SimConfig(merged(pools), policy=controller["policy"], allocator=alloc,
-                        round_s=SCHED_S, restart_cost_s=controller["restart_cost_s"],
+                        round_s=sched_s, restart_cost_s=controller["restart_cost_s"],
                         preemptive=False, pools=tuple(pools),
                         requeue_budget=controller["requeue_budget"] if alloc != "proportional"
                         else 0,

@@ -134,13 +134,11 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     for old in ("state.db", "audit.jsonl", "profiles.db", "synergy.toml"):
         (state_dir / old).unlink(missing_ok=True)
     cfg_path = state_dir / "synergy.toml"
-    submitted: dict[str, dict[int, float]] = {}
     try:
         results = []
         for phase in ("proportional", "synergy"):
             results.append(_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair,
-                                  work, sbatch_exe, status_every, say, parts,
-                                  submitted.setdefault(phase, {})))
+                                  work, sbatch_exe, status_every, say, parts))
     except (SlurmError, RuntimeError, TimeoutError) as exc:
         raise Failed(f"demo failed: {exc}") from None
     finally:
@@ -152,8 +150,9 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         lowers = Release.parse(version).lowers_pending
     except ValueError:
         lowers = False
-    pred = predict(mix, submitted, profiles, layout.pools(),
-                   _config_dict(spec, path, state_dir, parts)["controller"], lowers)
+    pred = predict(mix, {r.name: r.submitted for r in results}, profiles, layout.pools(),
+                   _config_dict(spec, path, state_dir, parts)["controller"], lowers,
+                   devcluster.SCHED_INTERVAL_S)
     gaps = _gaps(mix, {"proportional": prop, "synergy": syn}, pred)
     picture = plot_timelines(mix, results, state_dir / "demo.png", total.gpus, total.cpus)
     out = {"jobs": jobs, "seed": seed, "proportional_makespan_s": round(prop.makespan_s, 1),
@@ -221,7 +220,7 @@ def _gaps(mix, real: dict[str, PhaseResult], pred: dict[str, PhaseResult]) -> di
 
 def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
            fair: dict[str, PerGpu], work: Path, sbatch_exe: str, status_every: float, say,
-           partitions: list[str], submitted: dict[int, float]) -> PhaseResult:
+           partitions: list[str]) -> PhaseResult:
     view: StateStore | None = None
     stop = threading.Event()
     thread = None
@@ -255,9 +254,8 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
 
     try:
         t0 = time.monotonic()
-        ids, at = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path, sys.executable,
-                             fair, work / name, t0)
-        submitted.update(at)
+        ids, submitted = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path,
+                                    sys.executable, fair, work / name, t0)
         ended = wait_all(cli, ids, t0, tick, status_every, timeline=timeline)
     finally:
         if thread is not None:

@@ -238,11 +238,11 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                        "site's own nodes, or give --servers")
     caps = forecast.suspect_caps(rp, used.jobs, found, rule_of(cfg.usage)) \
         if cfg.usage.enabled else {}
+    jobs_of = Counter((t.model, t.user) for t in rp.trace) if caps else Counter()
     for (key, user), cap in sorted(caps.items()):
-        n = sum(1 for t in rp.trace if (t.model, t.user) == (key, user))
         rp.notes[f"profile {key} of user {user}: its jobs used far less than given, capped "
                  f"at {cap.cpus} cores and {cap.mem_gb:.1f} GB per GPU as the controller's "
-                 "closed loop would"] += n
+                 "closed loop would"] += jobs_of[key, user]
     show = sys.stderr.isatty() if progress is None else progress
     span = max(1.0, max(t.arrival for t in rp.trace))
     state = {"pos": 0}

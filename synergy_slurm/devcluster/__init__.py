@@ -20,10 +20,11 @@ from .cluster import (
     wait_idle,
     write_all_config,
 )
-from .conf import DevClusterSpec, local_spec, memory_cgroups
+from .conf import SCHED_INTERVAL_S, DevClusterSpec, local_spec, memory_cgroups
 
 __all__ = [
-    "DEFAULT_DIR", "DevClusterError", "DevClusterSpec", "add_user", "down", "env_for",
+    "DEFAULT_DIR", "SCHED_INTERVAL_S", "DevClusterError", "DevClusterSpec", "add_user",
+    "down", "env_for",
     "existing_spec", "local_spec", "memory_cgroups", "release_info", "slurm_cli",
     "start_slurmctld", "status", "up", "wait_idle", "write_all_config",
 ]

@@ -22,6 +22,8 @@ DEFAULT_PORT = 16817
 NODE_GPUS = 8
 DEF_CPU_PER_GPU = 3
 DEF_MEM_PER_GPU_MB = 62_500
+# Slurm's main and backfill passes (what the demo's prediction models them at).
+SCHED_INTERVAL_S = 5
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,8 @@ def slurm_conf(spec: DevClusterSpec) -> str:
         "ReturnToService=2",
         "SlurmdParameters=config_overrides",
         "SchedulerType=sched/backfill",
-        "SchedulerParameters=sched_interval=5,bf_interval=5",
+        f"SchedulerParameters=sched_interval={SCHED_INTERVAL_S},"
+        f"bf_interval={SCHED_INTERVAL_S}",
         *(["SlurmctldParameters=enable_expedited_requeue"]
           if _version(spec) >= (25, 11) else []),
         *(["PrologFlags=Contain"] if _version(spec) >= (26, 5) else []),

@@ -59,14 +59,17 @@ def test_the_prediction_replays_the_same_mix_in_the_controller_model(profiles_pa
     ctl = {"policy": "fifo", "restart_cost_s": 15.0, "requeue_budget": 2,
            "requeue_min_interval_s": 60.0, "interval_s": 2.0}
     pred = predict(mix, {"proportional": at, "synergy": at}, profiles,
-                   (Pool("", ClusterState.uniform(4)),), ctl, lowers_pending=False)
+                   (Pool("", ClusterState.uniform(4)),), ctl, lowers_pending=False,
+                   sched_s=5.0)
     prop, syn = pred["proportional"], pred["synergy"]
     assert set(prop.jct_s) == set(syn.jct_s) == {j.index for j in mix}
     for j in mix:          # 32 GPUs hold them all: each runs its length, from submission
         assert prop.jct_s[j.index] >= j.seconds
     kind = next(iter(KINDS))          # the CPU-hungry kind
     assert syn.mean_jct(mix, kind) < 0.9 * prop.mean_jct(mix, kind)
-    assert phase_result("x", {0: 10.0, 1: 20.0}, {0: 1.0, 1: 4.0}).jct_s == {0: 9.0, 1: 16.0}
+    res = phase_result("x", {0: 10.0, 1: 20.0}, {0: 1.0, 1: 4.0})
+    assert res.jct_s == {0: 9.0, 1: 16.0} and res.makespan_s == 20.0
+    assert res.submitted == {0: 1.0, 1: 4.0}
 
 
 def _demo(demo_dir: Path, profiles_path: Path, *extra: str) -> subprocess.CompletedProcess:

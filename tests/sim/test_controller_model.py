@@ -5,6 +5,8 @@ synergy's controller acts on its own rounds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from synergy_slurm.core import ClusterState, Profile, Resources, Server
@@ -118,3 +120,34 @@ def test_the_hook_shapes_known_profiles_at_their_ideal_on_26_05():
                    PROFILES, cfg)
     # Both start unheld at 6 cores (the ideal), twice as fast as proportional.
     assert all(j.finish - j.start == pytest.approx(200.0) for j in res.jobs)
+
+
+def test_a_requeue_budget_with_nothing_to_requeue_changes_nothing_and_skips_idle_rounds():
+    """Where no running job may be requeued (none opted in), the controller's rounds that
+    see nothing new find what the last found: replaying them or skipping them gives the
+    same jobs, and the budget costs no rounds."""
+    trace = [job(i, 7.0 * i, 1 + i % 3, 60.0 + 13 * (i % 5), model="hm"[i % 2])
+             for i in range(30)]
+    kw = dict(controller_interval_s=2.0, requeue_opt_in=True, requeue_interval_s=10.0,
+              restart_cost_s=5.0)
+    without = run(trace, "tune", **kw)
+    rounds = {}
+
+    def counting(budget):
+        n = {"rounds": 0}
+        cfg = SimConfig(ONE, allocator="tune", preemptive=False, round_s=5.0,
+                        requeue_budget=budget, **kw)
+        res = simulate(trace, PROFILES, cfg, on_round=lambda *_: n.__setitem__(
+            "rounds", n["rounds"] + 1))
+        rounds[budget] = n["rounds"]
+        return {j.job_id: j for j in res.jobs}
+
+    assert counting(2) == counting(0) == without
+    assert rounds[2] == rounds[0]
+    # With jobs that opted in, the rounds do run (a requeue may pay as jobs progress).
+    opted = [replace(t, requeue_ok=True) for t in trace]
+    n = {"rounds": 0}
+    simulate(opted, PROFILES, SimConfig(ONE, allocator="tune", preemptive=False,
+                                        round_s=5.0, requeue_budget=2, **kw),
+             on_round=lambda *_: n.__setitem__("rounds", n["rounds"] + 1))
+    assert n["rounds"] > rounds[0]
