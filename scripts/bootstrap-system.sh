@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # System packages the test suite uses, from Debian's archive, installed only if missing:
-# Slurm and munge (the real test cluster), docker-compose (validating
-# docker-compose.slurm.yml without an engine), lua5.1 and lua-filesystem (the hook),
+# Slurm and munge (the real test cluster), docker.io and docker-compose (the compose
+# cluster, docker-compose.slurm.yml, brought up by its test), lua5.1 and lua-filesystem (the hook),
 # mmdebstrap (root filesystems with other Slurm releases, for the release matrix),
 # slurmdbd and mariadb-server (the cluster's accounting: a private database, never the
 # system's service).
@@ -14,6 +14,8 @@ command -v munged >/dev/null || need+=(munge)
 command -v slurmdbd >/dev/null || [ -x /usr/sbin/slurmdbd ] || need+=(slurmdbd)
 command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v docker-compose >/dev/null || need+=(docker-compose)
+# dockerd for the compose cluster's test (scripts/compose-cluster.sh starts it when none runs).
+command -v dockerd >/dev/null || need+=(docker.io)
 command -v lua5.1 >/dev/null || need+=(lua5.1)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 # LuaFileSystem lets the hook notice a new table at once (slurmctld's Lua is 5.1).

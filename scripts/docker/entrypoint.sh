@@ -2,14 +2,18 @@
 # Entry point of the docker-compose cluster: every container writes the same config with
 # the same generator as the single-machine cluster (synergy dev-cluster config), shares one
 # munge key through a volume, then runs its role in the foreground.
-#   entrypoint.sh controller | node NAME | login
+#   synergy-entrypoint controller | node NAME | login
+# The controller's container runs slurmctld with synergy's job_submit hook and, beside it
+# as at a site, synergy's controller (enforce, FIFO + TUNE, every 2 s); both log to the
+# container's output (docker logs), the controller's audit log is $STATE/audit.jsonl.
 set -eu
 STATE=/var/lib/synergy-dev
 KEYDIR=/run/synergy-munge-key
 NODES=${SYNERGY_NODES:-4}
-HOOK=${SYNERGY_HOOK:-}
+HOOK=
+[ "$1" = controller ] && HOOK=--hook
 
-synergy dev-cluster config --containers --dir "$STATE" --nodes "$NODES" $HOOK
+synergy dev-cluster config --containers --dir "$STATE" --nodes "$NODES" $HOOK >/dev/null
 export SLURM_CONF="$STATE/etc/slurm.conf"
 
 if [ "$1" = controller ] && [ ! -s "$KEYDIR/munge.key" ]; then
@@ -23,10 +27,38 @@ runuser -u munge -- munged --socket="$STATE/munge/munge.socket.2" \
     --key-file="$STATE/munge/munge.key" --pid-file="$STATE/munge/munged.pid" \
     --log-file="$STATE/munge/munged.log" --seed-file="$STATE/munge/munged.seed"
 mkdir -p "$STATE/spool/ctld" "$STATE/run" "$STATE/log"
+# Everyone's shell and synergy-sbatch find the cluster.
+echo "export SLURM_CONF=$SLURM_CONF" > /etc/profile.d/slurm.sh
+
+controller_config() {
+    profiles=$(/opt/synergy/.venv/bin/python -c \
+        'from synergy_slurm.cli.options import default_profiles_path as p; print(p())')
+    cat > "$STATE/synergy.toml" <<TOML
+# Written by the compose cluster's entry point: synergy's controller beside slurmctld.
+[slurm]
+conf = "$SLURM_CONF"
+[hook]
+dir = "$STATE/etc"
+state_dir = "$STATE/etc"
+[profiles]
+file = "$profiles"
+store = "$STATE/profiles.db"
+[controller]
+mode = "enforce"
+policy = "fifo"
+allocator = "tune"
+interval_s = 2.0
+state_db = "$STATE/state.db"
+audit_log = "$STATE/audit.jsonl"
+TOML
+}
 
 case "$1" in
-    controller) exec slurmctld -D -f "$SLURM_CONF" ;;
+    controller)
+        controller_config
+        synergy controller run --config "$STATE/synergy.toml" &
+        exec slurmctld -D -f "$SLURM_CONF" ;;
     node) mkdir -p "$STATE/spool/$2"; exec slurmd -D -N "$2" -f "$SLURM_CONF" ;;
-    login) echo "export SLURM_CONF=$SLURM_CONF" > /etc/profile.d/slurm.sh; exec sleep infinity ;;
-    *) echo "usage: entrypoint.sh controller | node NAME | login" >&2; exit 2 ;;
+    login) exec sleep infinity ;;
+    *) echo "usage: synergy-entrypoint controller | node NAME | login" >&2; exit 2 ;;
 esac

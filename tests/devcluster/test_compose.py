@@ -1,7 +1,7 @@
 """docker-compose.slurm.yml: valid, complete, and built on the same config generator.
 
-No Docker engine runs here: ``docker-compose config`` (Debian's docker-compose) validates
-and resolves the file without one.
+``docker-compose config`` (Debian's docker-compose) validates and resolves the file without
+an engine; tests/devcluster/test_compose_cluster.py brings it up for real.
 """
 
 from __future__ import annotations
@@ -52,14 +52,22 @@ def test_everything_it_builds_or_mounts_exists(resolved):
             kind = vol.get("type") if isinstance(vol, dict) else None
             if kind == "bind" or str(src).startswith(("/", ".")):
                 assert Path(src).exists(), f"{name} mounts missing {src}"
+    # What the image copies: the wheels scripts/compose-cluster.sh gathers (made at up)
+    # and files of the checkout; each let through .dockerignore.
     dockerfile = (REPO / "scripts/docker/Dockerfile").read_text()
-    for line in dockerfile.splitlines():
-        m = re.match(r"COPY\s+(.+)\s+\S+$", line)
-        if m:
-            for src in m.group(1).split():
-                assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
+    script = (REPO / "scripts/compose-cluster.sh").read_text()
+    allowed = [line[1:] for line in (REPO / ".dockerignore").read_text().splitlines()
+               if line.startswith("!")]
+    copies = [m.groups() for m in re.finditer(r"^COPY\s+(\S+)\s+(\S+)$", dockerfile, re.M)]
+    assert copies
+    for src, _ in copies:
+        assert src in allowed, f"{src} is kept out of the build context by .dockerignore"
+        if src == "build/docker/wheels":
+            assert 'dir=build/docker/wheels' in script
+        else:
+            assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
     entry = re.search(r'ENTRYPOINT \["([^"]+)"\]', dockerfile).group(1)
-    assert (REPO / entry.removeprefix("/opt/synergy/")).is_file()
+    assert ("scripts/docker/entrypoint.sh", entry) in copies
 
 
 def test_containers_use_the_same_generator():
@@ -72,3 +80,10 @@ def test_containers_use_the_same_generator():
     part = re.compile(r"DefCpuPerGPU=\d+ DefMemPerGPU=\d+")
     assert part.findall(local) == part.findall(cont)
     assert "NodeHostname=n1 Port=6818" in cont and "SlurmctldHost=slurmctld" in cont
+
+
+def test_the_network_is_internal_and_nothing_is_published(resolved):
+    assert resolved["networks"]["slurm"].get("internal") is True
+    for name, svc in resolved["services"].items():
+        assert not svc.get("ports"), f"{name} publishes ports"
+        assert svc["networks"] and set(svc["networks"]) == {"slurm"}, name
