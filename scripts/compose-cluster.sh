@@ -67,18 +67,26 @@ base_image() {
     mmdebstrap --variant=minbase --quiet bookworm - "$MIRROR" | docker import - "$BASE" >/dev/null
 }
 
+# pip's output goes to a log, shown (without the host's index warnings) only on failure.
+pip_quietly() {
+    local log=build/docker/pip.log
+    "$PYTHON" -m pip "$@" >"$log" 2>&1 && return 0
+    { grep -v "^WARNING: Location" "$log" || true; } | tail -20 >&2
+    die "pip $1 failed gathering the image's wheels (log above, $log)"
+}
+
 wheels() {
     local dir=build/docker/wheels
     [ -x "$PYTHON" ] || PYTHON=$(command -v python3)
     rm -rf "$dir"
     mkdir -p "$dir"
     say "gathering the image's wheels in $dir with $PYTHON"
-    "$PYTHON" -m pip wheel -q --no-deps -w "$dir" . 2>&1 | grep -v "^WARNING: Location" >&2 || true
-    # The image's Python is bookworm's 3.11, whatever Python gathers them.
-    "$PYTHON" -m pip download -q -d "$dir" --only-binary=:all: --python-version 3.11 \
-        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
-        "$dir"/synergy_slurm-*.whl 2>&1 | grep -v "^WARNING: Location" >&2 || true
-    ls "$dir"/synergy_slurm-*.whl >/dev/null 2>&1 || die "no synergy-slurm wheel in $dir"
+    pip_quietly wheel -q --no-deps -w "$dir" .
+    # The image's Python is bookworm's 3.11 (glibc 2.36), whatever Python gathers them;
+    # both platforms are needed (this pip does not widen manylinux_2_28 to manylinux2014).
+    pip_quietly download -q -d "$dir" --only-binary=:all: --python-version 3.11 \
+        --implementation cp --platform manylinux_2_28_x86_64 \
+        --platform manylinux2014_x86_64 "$dir"/synergy_slurm-*.whl
 }
 
 wait_idle() {
