@@ -30,7 +30,8 @@ Safety: synergy's rules run under pcall; any error of ours, a missing, corrupt o
 table, or the disable file lets the job through unchanged, with one line in slurmctld's log;
 the site's own result is returned as the site's rules gave it. No program is called. Per GPU
 submission the module only stats the disable file and the table (LuaFileSystem, Debian's
-lua-filesystem) and reads the table only when it was replaced; without LuaFileSystem it
+lua-filesystem) and reads the table only when it was replaced (or changed less than two
+seconds before it was last read); without LuaFileSystem it
 re-reads the table at most every REFRESH_S seconds. All values from the table are checked.
 
 Files, in the state directory chain() is given ([hook] state_dir, /var/lib/synergy by
@@ -134,19 +135,24 @@ local function disabled_now()
     return cache.disabled
 end
 
--- The table's identity: inode and mtime (the controller replaces it by rename, so every
--- write is a new inode even within one second). "none" when it does not exist.
+-- The table's identity: inode, mtime and size, with its change time (ctime); "none" when it
+-- does not exist. Times are whole seconds and a freed inode is soon reused, so a table
+-- replaced within the second it was read (or rewritten in place) can carry the stamp read
+-- before: a stamp is trusted only once the read came at least two seconds after the file's
+-- last change (as git treats "racily clean" files). Until then every submission re-reads it.
 local function table_stamp()
     local a = lfs.attributes(TABLE_PATH)
-    if not a then return "none" end
-    return tostring(a.ino) .. ":" .. tostring(a.modification) .. ":" .. tostring(a.size)
+    if not a then return "none", nil end
+    return tostring(a.ino) .. ":" .. tostring(a.modification) .. ":" .. tostring(a.size),
+        a.change
 end
 
 local function load_table(now)
-    local stamp = nil
+    local stamp, changed = nil, nil
     if lfs then
-        stamp = table_stamp()
-        if cache.stamp == stamp and (cache.data or cache.err) then
+        stamp, changed = table_stamp()
+        if cache.stamp == stamp and (cache.data or cache.err)
+            and (changed == nil or cache.checked_at > changed + 1) then
             return cache.data, cache.err
         end
     elseif now - cache.checked_at < REFRESH_S then

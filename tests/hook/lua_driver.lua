@@ -1,7 +1,8 @@
 -- Runs job_submit.lua outside slurmctld with a mock `slurm` table.
 -- usage: lua5.1 lua_driver.lua HOOK_DIR CASES_FILE
 -- CASES_FILE: one case per line, fields separated by tabs: uid, then key=value pairs for
--- job_desc (numbers for pn_min_memory). Prints one line per case:
+-- job_desc (numbers for pn_min_memory); or a "!rewrite NAME" line (below). Prints one line
+-- per case:
 -- cpus_per_tres<TAB>mem_per_tres<TAB>priority<TAB>admin_comment<TAB>rc<TAB>partition<TAB>min_cpus
 local hook_dir, cases_file = arg[1], arg[2]
 local logs = {}
@@ -14,7 +15,7 @@ if os.getenv("SYNERGY_TEST_NO_LFS") == "1" then
     package.preload["lfs"] = function() error("no LuaFileSystem in this test") end
 end
 dofile(hook_dir .. "/job_submit.lua")
-for line in io.lines(cases_file) do
+local function run_case(line)
     local fields = {}
     for f in (line .. "\t"):gmatch("([^\t]*)\t") do fields[#fields + 1] = f end
     local uid = tonumber(fields[1])
@@ -43,5 +44,21 @@ for line in io.lines(cases_file) do
     print(table.concat({s(job.cpus_per_tres), s(job.mem_per_tres), s(job.priority),
                         s(job.admin_comment), s(rc), s(job.partition), s(job.min_cpus)},
                        "\t"))
+end
+
+-- "!rewrite NAME": the table is overwritten in place with HOOK_DIR/NAME (same inode),
+-- as an editor or `cat >` would; no output line.
+for line in io.lines(cases_file) do
+    local name = line:match("^!rewrite (.+)$")
+    if name then
+        local src = assert(io.open(hook_dir .. "/" .. name, "r"))
+        local text = src:read("*a")
+        src:close()
+        local dst = assert(io.open(hook_dir .. "/synergy-hook.table", "w"))
+        dst:write(text)
+        dst:close()
+    else
+        run_case(line)
+    end
 end
 io.stderr:write(table.concat(logs, "\n") .. "\n")

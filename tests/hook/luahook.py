@@ -52,7 +52,7 @@ def job_desc(sub: Submission) -> dict[str, str]:
     return d
 
 
-def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]]],
+def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]] | str],
             lfs: bool = True) -> tuple[list[LuaResult], str]:
     lua = shutil.which("lua5.1")
     if not lua:
@@ -62,7 +62,11 @@ def run_lua(hook_dir: Path, cases: list[tuple[int, dict[str, str]]],
         if not (hook_dir / name).exists():
             shutil.copyfile(REPO / "job_submit_hook" / name, hook_dir / name)
     lines = []
-    for uid, fields in cases:
+    for case in cases:
+        if isinstance(case, str):               # a driver directive: "!rewrite NAME"
+            lines.append(case)
+            continue
+        uid, fields = case
         for v in fields.values():
             assert "\t" not in v and "\n" not in v, "the driver's case format has no escapes"
         lines.append("\t".join([str(uid), *(f"{k}={v}" for k, v in fields.items())]))

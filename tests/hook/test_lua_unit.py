@@ -86,6 +86,19 @@ def test_explicit_user_shape_is_respected_unless_overridden(tmp_path):
     assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:9", "")
 
 
+def test_a_table_changed_within_the_second_it_was_read_is_read_again(tmp_path):
+    """Stamps are whole seconds and inodes are reused: a table rewritten in place (or
+    replaced after the old one was removed, as between two tests) within the second it was
+    read has the stamp read before. It must not be mistaken for the table already read."""
+    table().write(tmp_path / TABLE_NAME)
+    (tmp_path / "next").write_text(table(override_user_shape=True).render())
+    fields = {"tres_per_job": "gres:gpu:1", "comment": "synergy:profile=res18",
+              "cpus_per_tres": "gres:gpu:2"}
+    before, after = run_lua(tmp_path, [(1, fields), "!rewrite next", (1, fields)])[0]
+    assert before.cpus_per_tres == "gres:gpu:2"         # the user's, not overridden
+    assert after.cpus_per_tres == "gres:gpu:9"          # the rewritten table's override
+
+
 def test_an_overridden_user_shape_lowers_the_minimum_cores_sbatch_derived(tmp_path):
     """sbatch makes --cpus-per-gpu=3 the job's minimum cores as well (26.05): lowering the
     cores per GPU alone left a job Slurm refused at submission."""
