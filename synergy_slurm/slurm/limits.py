@@ -9,15 +9,13 @@ limits (sacctmgr fails: the reader returns None and says so once).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from .model import Skipped
+from .units import size_mb, tres_items
 
 QOS_FORMAT = "Name,MaxTRES,MaxTRESPU,GrpTRES"
 ASSOC_FORMAT = "Cluster,Account,User,Partition,GrpTRES,MaxTRES,ParentName"
-_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
-_MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 
 
 @dataclass(frozen=True)
@@ -82,17 +80,13 @@ def parse_tres(text: str) -> Tres:
     """``cpu=8,mem=100G,gres/gpu=4`` -> Tres(8, 102400). Raises ValueError on a malformed
     cpu or mem value (other TRES are not read)."""
     cpus = mem = None
-    for item in text.split(","):
-        name, _, value = item.strip().partition("=")
-        if name == "cpu":
-            if not value.isdigit():
-                raise ValueError(f"cpu limit {value!r} is not a count")
-            cpus = int(value)
-        elif name == "mem":
-            m = _MEM.match(value)
-            if not m:
-                raise ValueError(f"mem limit {value!r} is not a size")
-            mem = int(float(m.group(1)) * _MEM_MB[m.group(2)])
+    items = tres_items(text)
+    if "cpu" in items:
+        if not items["cpu"].isdigit():
+            raise ValueError(f"cpu limit {items['cpu']!r} is not a count")
+        cpus = int(items["cpu"])
+    if "mem" in items:
+        mem = int(size_mb(items["mem"]))
     return Tres(cpus, mem)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .model import NodeAlloc, Skipped, SlurmJob, SlurmNode, SlurmPartition
+from .units import size_mb, tres_items
 
 
 class ParseError(ValueError):
@@ -71,6 +72,17 @@ def first_state(value: Any) -> str:
     return words[0] if words else ""
 
 
+def accounting_state(value: Any) -> str:
+    """A job record's state as sacct's text shows it: ``CANCELLED by 0`` -> CANCELLED,
+    ``RUNNING,RESIZING`` -> RUNNING; 23.02+'s lists -> the base state, but an earlier run of
+    a requeued job (``["PENDING", "REQUEUED"]``) -> REQUEUED, as the text form calls it."""
+    if isinstance(value, list):
+        words = _state_words(value)
+        return "REQUEUED" if "REQUEUED" in words else (words[0] if words else "")
+    words = text(value).split()
+    return first_state(words[0]) if words else ""
+
+
 def state_flags(value: Any) -> frozenset[str]:
     """The flags after the base state (RESIZING, REQUEUED, ...)."""
     return frozenset(w for w in _state_words(value)[1:] if w)
@@ -98,18 +110,6 @@ def per_gpu_value(tres: str) -> int | None:
     ``gpu:3``, ``gres/gpu:62500``, ``gres/gpu=3``)."""
     got = gpu_count(tres)
     return None if got is None else got[0]
-
-
-_MEM = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<u>[KMGTP]?)$", re.IGNORECASE)
-
-
-def mem_mb(value: str) -> int:
-    """``4G`` / ``500000M`` / ``1024`` (MB) as MB."""
-    m = _MEM.match(value.strip())
-    if not m:
-        raise ValueError(f"bad memory value {value!r}")
-    scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
-    return int(float(m.group("n")) * scale[m.group("u").upper()])
 
 
 def expand_hostlist(spec: str) -> list[str]:
@@ -247,7 +247,7 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
     if sum(alloc_gpus) > 0 and state != "PENDING":
         gpus = sum(alloc_gpus)
     alloc = _allocations(rec, node_names, alloc_gpus)
-    req = tres_map(text(rec.get("tres_req_str")))
+    req = tres_items(text(rec.get("tres_req_str")))
     cpus = num(rec.get("cpus"), None)
     if cpus is None:
         cpus = int(req.get("cpu", "0") or 0)
@@ -356,8 +356,8 @@ def _mem_per_node(rec: Mapping[str, Any], req: Mapping[str, str], mem_per_gpu: i
         return value
     # What the job holds, once it runs, is exact: 24.11 shows the node's whole memory as
     # the request of every job without --mem (26.05 GPUs x memory per GPU).
-    held = tres_map(text(rec.get("tres_alloc_str"))).get("mem")
-    asked = mem_mb(held or req.get("mem", "")) if held or req.get("mem") else 0
+    held = tres_items(text(rec.get("tres_alloc_str"))).get("mem")
+    asked = int(size_mb(held or req.get("mem", ""))) if held or req.get("mem") else 0
     if not asked or asked == mem_per_gpu * gpus:
         return None
     return asked // max(num_nodes, 1)
@@ -367,16 +367,6 @@ def _detail_gpus(detail: str) -> int:
     """``gpu:8(IDX:0-7)`` / ``gpu:a100:2(IDX:0-1)`` -> 8 / 2."""
     m = re.match(r"gpu(?::[A-Za-z0-9_.\-]+)?:(\d+)", detail)
     return int(m.group(1)) if m else 0
-
-
-def tres_map(tres: str) -> dict[str, str]:
-    """``cpu=6,mem=4G,gres/gpu=2`` -> {"cpu": "6", "mem": "4G", "gres/gpu": "2"}."""
-    out = {}
-    for item in tres.split(","):
-        if "=" in item:
-            k, v = item.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
 
 
 def _allocations(rec: Mapping[str, Any], names: tuple[str, ...],

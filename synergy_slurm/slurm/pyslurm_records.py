@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .model import NodeAlloc, SlurmJob
-from .parse import gpu_count, mem_mb, tres_map
+from .parse import gpu_count
+from .units import size_mb, tres_items
 
 # job_info_t fields squeue --json shows under the same name.
 SAME_NAME = ("job_id", "job_state", "tres_per_job", "tres_per_node", "tres_per_task",
@@ -76,7 +77,7 @@ def allocation(d: Mapping[str, Any], job: SlurmJob) -> tuple[NodeAlloc, ...]:
     """Where a running job's cores, memory and GPUs lie (squeue's ``job_resources`` and
     ``gres_detail``), where its allocated TRES tell it: on one node, or spread evenly for
     GPUs per node (see the module's note); else, and for a job that holds nothing, ()."""
-    alloc = tres_map(d.get("tres_alloc_str") or "")
+    alloc = tres_items(d.get("tres_alloc_str") or "")
     hosts = job.nodes
     if job.pending or not hosts or "cpu" not in alloc:
         return ()
@@ -84,7 +85,7 @@ def allocation(d: Mapping[str, Any], job: SlurmJob) -> tuple[NodeAlloc, ...]:
         return ()
     n = len(hosts)
     cpus = int(alloc["cpu"])
-    mem = mem_mb(alloc["mem"]) if alloc.get("mem") else 0
+    mem = int(size_mb(alloc["mem"])) if alloc.get("mem") else 0
     held = gpu_count(",".join(f"{k}={v}" for k, v in alloc.items() if k.startswith("gres/")))
     gpus = held[0] if held else job.gpus
     return tuple(NodeAlloc(h, _share(cpus, n, i), _share(mem, n, i), _share(gpus, n, i))

@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 
 from ..vocabulary import not_reshaped
 from .model import Skipped
-from .parse import ParseError, expand_hostlist, num, text
+from .parse import ParseError, accounting_state, expand_hostlist, num, text
 from .submit_line import request
+from .units import size_mb, tres_items
 
 # ``sacct -a -X -P -o <TEXT_FIELDS>``: what the text form must carry, in this order.
 TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment", "State",
@@ -30,8 +31,6 @@ TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment",
 OPTIONAL_FIELDS = ("Priority", "Timelimit", "AdminComment")
 # What synergy asks sacct for.
 PRIORITY_FIELDS = (*TEXT_FIELDS, *OPTIONAL_FIELDS)
-_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
-_MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
 T = TypeVar("T")
 
@@ -140,11 +139,7 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     start = num(t.get("start")) or None
     end = num(t.get("end")) or None
     state = rec.get("state")
-    current = state.get("current") if isinstance(state, Mapping) else state
-    if isinstance(current, list):
-        # 23.02+: a base state and flags; an earlier run of a requeued job is
-        # ["PENDING", "REQUEUED"], which the text form shows as REQUEUED.
-        current = "REQUEUED" if "REQUEUED" in current else text(current[:1])
+    current = accounting_state(state.get("current") if isinstance(state, Mapping) else state)
     tres = rec.get("tres") if isinstance(rec.get("tres"), Mapping) else {}
     alloc = _tres_json(tres.get("allocated") or [])
     req = _tres_json(tres.get("requested") or [])
@@ -161,7 +156,7 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     resv = rec.get("reservation") if isinstance(rec.get("reservation"), Mapping) else {}
     job = _job(job_id, text(rec.get("user")), text(rec.get("account")),
                 text(rec.get("partition")), text(rec.get("name")), text(comment),
-                text(current).split(",")[0], submit, num(t.get("eligible")) or submit, start, end,
+                current, submit, num(t.get("eligible")) or submit, start, end,
                 used, nodes, text(rec.get("qos")), _priority(rec.get("priority")),
                 limit_min * 60.0 if limit_min and limit_min > 0 else None, text(admin))
     return _with_shape(job, text(rec.get("submit_line")), bool(num(het.get("job_id"), 0)),
@@ -261,7 +256,7 @@ def _job_from_text(r: dict[str, str]) -> HistoryJob:
     used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
     used = {**used, **{f"asked:{k}": v for k, v in req.items() if _GPU_TYPED.match(k)}}
     job = _job(int(r["JobIDRaw"]), r["User"], r["Account"], r["Partition"], r["JobName"],
-               r["Comment"], r["State"].split()[0] if r["State"] else "", submit,
+               r["Comment"], accounting_state(r["State"]), submit,
                _time(r["Eligible"]) or submit, _time(r["Start"]), _time(r["End"]), used,
                r["NodeList"], r["QOS"], _text_priority(r.get("Priority", "")),
                _duration(r.get("Timelimit", "")), r.get("AdminComment", ""))
@@ -313,17 +308,9 @@ def _time(value: str) -> float | None:
 
 def _tres_text(value: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for item in value.split(","):
-        if not item.strip():
-            continue
-        key, eq, v = item.partition("=")
-        if not eq:
-            raise ValueError(f"TRES item {item!r} has no '='")
+    for key, v in tres_items(value, strict=True).items():
         if key == "mem":
-            m = _MEM.match(v)
-            if not m:
-                raise ValueError(f"memory {v!r} is not a size")
-            out[key] = float(m.group(1)) * _MEM_MB[m.group(2)]
+            out[key] = size_mb(v)
         else:
             try:
                 out[key] = float(v)

@@ -30,12 +30,11 @@ from typing import Any
 from .model import Skipped
 from .parse import ParseError, num, text
 from .sacct import each_json_job, id_and_times
+from .units import duration_s, size_mb, tres_items
 
 # ``sacct -a -D -P -o <USAGE_FIELDS>`` (no -X): what the text form must carry.
 USAGE_FIELDS = ("JobIDRaw", "Elapsed", "AllocCPUS", "TotalCPU", "MaxRSS", "TRESUsageInMax",
                 "TRESUsageInTot")
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
-_MB = {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
 _STEP = re.compile(r"^(\d+)(?:\.([\w+-]+))?$")
 
 
@@ -238,53 +237,32 @@ def _usage_map(value: str) -> dict[str, float]:
     """TRESUsageIn* (``cpu=00:00:20,mem=612340K,gres/gpuutil=40``): memory-like values in
     MB, cpu in seconds, the rest as numbers; what cannot be read is left out."""
     out: dict[str, float] = {}
-    for item in value.split(","):
-        name, sep, v = item.partition("=")
-        if not sep:
-            continue
+    for name, v in tres_items(value).items():
         if name == "cpu":
-            secs = _elapsed(v)
-            if secs is not None:
-                out[name] = secs
+            got = _elapsed(v)
         elif name in ("mem", "vmem", "gres/gpumem"):
-            mb = _size_mb(v)
-            if mb is not None:
-                out[name] = mb
+            got = _size_mb(v)
         else:
             try:
-                out[name] = float(v)
+                got = float(v)
             except ValueError:
-                continue
+                got = None
+        if got is not None:
+            out[name] = got
     return out
 
 
 def _size_mb(value: str) -> float | None:
     """``612340K``, ``1.50G``, ``123`` (bytes) as MB; None when empty or unreadable."""
-    m = _SIZE.match(value.strip())
-    return float(m[1]) * _MB[m[2]] if m else None
+    try:
+        return size_mb(value, bare="B")
+    except ValueError:
+        return None
 
 
 def _elapsed(value: str) -> float | None:
     """sacct's ``[D-][HH:]MM:SS[.fff]`` as seconds; None when empty or unreadable."""
-    v = value.strip()
-    if not v:
-        return None
-    days = 0
-    if "-" in v:
-        d, _, v = v.partition("-")
-        if not d.isdigit():
-            return None
-        days = int(d)
-    parts = v.split(":")
-    if not 1 <= len(parts) <= 3:
-        return None
     try:
-        nums = [float(p) for p in parts]
+        return duration_s(value)
     except ValueError:
         return None
-    if any(x < 0 for x in nums):
-        return None
-    secs = 0.0
-    for x in nums:
-        secs = secs * 60 + x
-    return days * 86400 + secs

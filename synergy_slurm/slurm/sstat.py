@@ -14,11 +14,9 @@ import re
 from dataclasses import dataclass
 
 from .model import Skipped
+from .units import duration_s, size_mb, tres_items
 
 SSTAT_FIELDS = ("JobID", "TRESUsageInTot")
-_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
-_MB = {"": 1 / 1024 / 1024, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2,
-       "P": 1024.0 ** 3}
 # A step: JOB.STEP, ARRAYJOB_TASK.STEP (an array task is named by its array), JOB+N.STEP.
 _STEP = re.compile(r"^(\d+(?:_\d+)?)(?:\+\d+)?\.(\w+)$")
 
@@ -52,9 +50,9 @@ def parse_sstat(raw: str) -> tuple[dict[str, JobUse], list[Skipped]]:
             continue
         job_id = m.group(1)
         try:
-            tres = dict(kv.split("=", 1) for kv in fields[1].split(",") if "=" in kv)
-            c = cpu_seconds(tres.get("cpu", "0"))
-            r = mem_mb(tres.get("mem", "0"))
+            tres = tres_items(fields[1])
+            c = duration_s(tres.get("cpu", "0"))
+            r = size_mb(tres.get("mem", "0"), bare="B")
         except ValueError as exc:
             skipped.append(Skipped(f"sstat line {lineno} (job {job_id})", str(exc)))
             continue
@@ -69,32 +67,3 @@ def sstat_name(job_id: int, array_job_id: int | None, array_task_id: int | None)
         return f"{array_job_id}_{array_task_id}"
     return str(job_id)
 
-
-def cpu_seconds(value: str) -> float:
-    """``1-02:03:04`` / ``02:03:04`` / ``03:04.500`` / ``0`` as seconds."""
-    v = value.strip()
-    days = 0
-    if "-" in v:
-        d, v = v.split("-", 1)
-        if not d.isdigit():
-            raise ValueError(f"CPU time {value!r}")
-        days = int(d)
-    parts = v.split(":")
-    if not 1 <= len(parts) <= 3:
-        raise ValueError(f"CPU time {value!r}")
-    try:
-        nums = [float(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"CPU time {value!r}") from None
-    secs = 0.0
-    for n in nums:
-        secs = secs * 60 + n
-    return days * 86400 + secs
-
-
-def mem_mb(value: str) -> float:
-    """``1232K`` / ``12.5M`` / ``2G`` / ``0`` (bytes) as MB."""
-    m = _MEM.match(value.strip())
-    if not m:
-        raise ValueError(f"memory {value!r}")
-    return float(m.group(1)) * _MB[m.group(2).upper()]

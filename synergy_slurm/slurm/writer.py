@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from .commands import SlurmCLI, SlurmError, safe_arg
 from .model import SlurmJob
-from .parse import mem_mb, parse_kv_line, per_gpu_value, tres_map
+from .parse import parse_kv_line, per_gpu_value
+from .units import size_mb, tres_items
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +201,9 @@ class SlurmWriter:
         deadline = time.monotonic() + timeout_s
         while True:
             fields = self.read(job.job_id)
-            held = tres_map(fields.get("AllocTRES", "")).get("mem", "")
+            held = tres_items(fields.get("AllocTRES", "")).get("mem", "")
             # AllocTRES may round large values into G/T units: within half a percent.
-            if held and abs(mem_mb(held) - want * nodes) <= 0.005 * want * nodes:
+            if held and abs(size_mb(held) - want * nodes) <= 0.005 * want * nodes:
                 return
             reason = fields.get("Reason", "")
             if reason.startswith(f"Memory_resize_to_{want}MB_failed"):

@@ -14,7 +14,6 @@ from synergy_slurm.slurm.parse import (
     count_array_tasks,
     expand_hostlist,
     gpu_count,
-    mem_mb,
     num,
     parse_jobs,
     parse_kv_line,
@@ -190,7 +189,6 @@ def test_primitives():
     assert expand_hostlist("(null)") == []
     with pytest.raises(ValueError):
         expand_hostlist("n[3-1]")
-    assert mem_mb("4G") == 4096 and mem_mb("500000M") == 500000 and mem_mb("512") == 512
     kv = parse_kv_line("JobId=5 JobName=a b c UserId=root(0) Comment=x=y")
     assert kv["JobName"] == "a b c" and kv["Comment"] == "x=y" and kv["UserId"] == "root(0)"
     kv = parse_kv_line("Comment=vision synergy:profile=res18 synergy:dataset-gb=1 "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synergy_slurm.slurm.sstat import cpu_seconds, mem_mb, parse_sstat, sstat_name
+from synergy_slurm.slurm.sstat import parse_sstat, sstat_name
 
 RECORDED = """\
 1.batch|cpu=00:00:00,energy=0,fs/disk=11087,mem=3012K,pages=0,vmem=5512K
@@ -25,18 +25,10 @@ def test_steps_are_summed_per_job():
     assert sstat_name(10, 7, 3) == "7_3" and sstat_name(12, None, None) == "12"
 
 
-@pytest.mark.parametrize("text, seconds", [("00:00:05", 5), ("01:02:03", 3723),
-                                           ("2-00:00:01", 172801), ("03:04.500", 184.5),
-                                           ("0", 0)])
-def test_cpu_time_forms(text, seconds):
-    assert cpu_seconds(text) == pytest.approx(seconds)
-
-
 def test_bad_lines_are_skipped_with_a_reason():
     used, skipped = parse_sstat("garbage\n5.batch|cpu=soon,mem=1K\n6.batch|cpu=00:00:01,"
                                 "mem=lots\n8.batch|cpu=00:00:04,mem=2M\n")
     assert list(used) == ["8"]
-    assert [s.reason for s in skipped] == ["expected JobID|TRESUsageInTot", "CPU time 'soon'",
-                                           "memory 'lots'"]
-    with pytest.raises(ValueError):
-        mem_mb("12Q")
+    assert [s.reason for s in skipped] == ["expected JobID|TRESUsageInTot",
+                                           "'soon' is not a duration",
+                                           "'lots' is not a memory size"]
