@@ -243,9 +243,13 @@ local function own_shape(job_desc)
     return nil
 end
 
-local function comment_token(comment, pattern)
-    if comment == nil then return nil end
-    return tostring(comment):match(pattern)
+-- Whether the comment has ``token`` as a whitespace-separated word (vocabulary.has_token).
+local function comment_token(comment, token)
+    if comment == nil then return false end
+    for word in tostring(comment):gmatch("%S+") do
+        if word == token then return true end
+    end
+    return false
 end
 
 local function append_admin_comment(job_desc, tags)
@@ -305,7 +309,8 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
 
     -- Decide everything first, then change the job in one go.
     local tags = "synergy.managed=1"
-    local key = comment_token(comment, "synergy:profile=([%w_%.:%-]+)")
+    local key = comment ~= nil and tostring(comment):match("synergy:profile=([%w_%.:%-]+)")
+        or nil
     if key and #key > 64 then key = nil end
     local prof = key and t.profiles[key] or nil
     local set_cpus, set_mem = nil, nil

@@ -26,6 +26,11 @@ KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 # The comment token synergy-sbatch writes; the key is the longest run of key characters
 # after it, and no key at all when that run is longer than 64 (as the hook reads it).
 PROFILE_TOKEN = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]+)")
+# The words a user (or synergy-sbatch, or synergy's own profiling jobs) puts in a job's
+# comment: never touch this job; it checkpoints, so it may be requeued into a larger shape.
+# Read as whole words (``has_token``, and the hook's comment_token in Lua).
+OPT_OUT_TOKEN = "synergy:off"
+REQUEUE_OK_TOKEN = "synergy:requeue-ok"
 
 # Job states in which a job still holds or waits for resources (squeue shows them; the
 # others are finished).
@@ -42,6 +47,18 @@ def synergy_tags(admin_comment: str) -> dict[str, str]:
             k, v = tok[len("synergy."):].split("=", 1)
             out[k] = v
     return out
+
+
+def has_token(comment: str, token: str) -> bool:
+    """Whether ``token`` is one of the comment's whitespace-separated words (so
+    ``synergy:offline`` is not ``synergy:off``): how the hook, the controller, whatif and
+    the failsafe all read the comment tokens."""
+    return token in _ASCII_SPACE.split(comment or "")
+
+
+# What Lua's %s matches (the C locale's isspace): str.split() would also split on
+# \x1c-\x1f and Unicode spaces, which the hook does not.
+_ASCII_SPACE = re.compile(r"[ \t\n\v\f\r]+")
 
 
 def comment_profile_key(comment: str) -> str | None:

@@ -27,6 +27,7 @@ from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.store import RESULT_META, ProfileStore
 from ..slurm.commands import SlurmCLI
+from ..slurm.profiling_job import profiling_job_options
 from ..vocabulary import KEY_RE
 from .errors import BadInput, Failed, writable_file
 from .options import config_or_exit
@@ -138,11 +139,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                    "--mem-gb-s", str(mem_gb_s)]
         if dataset_samples:
             me += ["--dataset-samples", str(dataset_samples)]
-        minutes = max(1, int(budget_s // 60) + 2)
-        opts = [f"--gpus={gpus}", f"--time={minutes}", "--nice=10000",
-                f"--job-name=synergy-profile-{key}", "--comment=synergy:off"]
-        if max_cpus:
-            opts.append(f"--cpus-per-gpu={max(1, max_cpus // gpus)}")
+        opts = profiling_job_options(key, gpus, budget_s,
+                                     max(1, max_cpus // gpus) if max_cpus else None)
         try:
             out = cli.run("sbatch", ["--parsable", *opts, str(script), *me, "--", *command])
         finally:

@@ -37,7 +37,7 @@ from ..hook.sbatch_args import (
     script_index,
 )
 from ..templates import TemplateError, available, find, parse_template, parse_vars
-from ..vocabulary import KEY_RE, MB_PER_GB
+from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
@@ -97,14 +97,14 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
         comment = script_comment
     tokens: list[str] = []
     if no_synergy:
-        tokens.append("synergy:off")
+        tokens.append(OPT_OUT_TOKEN)
     if profile_key:
         tokens.append(f"synergy:profile={profile_key}")
     if size_gb:
         tokens.append(f"synergy:dataset-gb={size_gb:g}")
     extra: list[str] = []
     if requeue_ok:
-        tokens.append("synergy:requeue-ok")
+        tokens.append(REQUEUE_OK_TOKEN)
         extra = ["--requeue", "--open-mode=append"]
     if not tokens:
         return [sbatch, *args]

@@ -32,6 +32,7 @@ from ..core import Profile, pick_profile, profile_slot
 from ..profiles.store import ProfileStore
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
+from ..slurm.profiling_job import profiling_job_options
 from ..slurm.writer import NotEnforcing, SlurmWriter
 from ..vocabulary import KEY_RE, LIVE_STATES
 from .classify import dataset_gb, profile_key
@@ -138,12 +139,9 @@ class AutoProfiler:
             self._prepare(spool, script, pw)
         except OSError as exc:
             return self._fail_submit(ev, now, f"cannot prepare {spool}: {exc}")
-        minutes = int(self.p.budget_s // 60) + 2
-        args = [f"--job-name=synergy-profile-{key}"[:64], f"--time={minutes}",
-                "--nice=10000", "--comment=synergy:off",
-                f"--gpus={gpu_type}:{gpus}" if gpu_type else f"--gpus={gpus}",
-                f"--cpus-per-gpu={max(1, max_cpus // gpus)}", "--nodes=1", "--no-requeue",
-                f"--chdir={spool}", f"--output={spool}/slurm.out",
+        args = [*profiling_job_options(key, gpus, self.p.budget_s, max(1, max_cpus // gpus),
+                                       gpu_type),
+                "--nodes=1", "--no-requeue", f"--chdir={spool}", f"--output={spool}/slurm.out",
                 f"--partition={self.p.partition or job.partition}"]
         if self.p.account:
             args.append(f"--account={self.p.account}")

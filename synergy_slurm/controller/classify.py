@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 from ..config import Config
 from ..core import JobSpec, Profile, pick_profile
 from ..slurm.model import SlurmJob
-from ..vocabulary import KEY_RE, comment_profile_key, not_reshaped
+from ..vocabulary import (
+    KEY_RE,
+    OPT_OUT_TOKEN,
+    REQUEUE_OK_TOKEN,
+    comment_profile_key,
+    has_token,
+    not_reshaped,
+)
 
 DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
 # A job with no time limit: assume a week left (only SRTF/FTF ordering uses it).
@@ -55,7 +62,7 @@ def dataset_gb(job: SlurmJob) -> float | None:
 
 def requeue_ok(job: SlurmJob) -> bool:
     """The user said the job checkpoints (synergy-sbatch --requeue-ok) and Slurm allows it."""
-    return job.requeue and job.batch and "synergy:requeue-ok" in job.comment
+    return job.requeue and job.batch and has_token(job.comment, REQUEUE_OK_TOKEN)
 
 
 def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdict:
@@ -66,7 +73,7 @@ def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdic
         return Verdict(False, f"partition {partition or '?'} not managed")
     if job.user in optout_users:
         return Verdict(False, "user opted out")
-    if "synergy:off" in job.comment:
+    if has_token(job.comment, OPT_OUT_TOKEN):
         return Verdict(False, "job opted out")
     refused = not_reshaped(job.gpu_request)
     if refused:

@@ -8,7 +8,14 @@ import re
 from dataclasses import dataclass
 
 from ..slurm.parse import gpu_count
-from ..vocabulary import GpuRequest, comment_profile_key, not_reshaped, table_fresh
+from ..vocabulary import (
+    OPT_OUT_TOKEN,
+    GpuRequest,
+    comment_profile_key,
+    has_token,
+    not_reshaped,
+    table_fresh,
+)
 from .table import HookTable
 
 
@@ -72,7 +79,7 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
         return HookDecision(False, "partition not managed")
     if sub.uid in table.optout_uids:
         return HookDecision(False, "user opted out")
-    if "synergy:off" in sub.comment:
+    if has_token(sub.comment, OPT_OUT_TOKEN):
         return HookDecision(False, "job opted out")
     refused = not_reshaped(GpuRequest(per_job, per_node, per_task, per_socket,
                                       sub.min_nodes, sub.het, bool(sub.reservation),

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .model import NodeAlloc, Skipped, SlurmJob, SlurmNode, SlurmPartition
+from .release import Release
 from .units import size_mb, tres_items
 
 
@@ -207,9 +208,10 @@ def _each(records: list[Any], parse, what: str, ident: str) -> tuple[list, list[
 
 def parse_jobs(raw: str | bytes | Mapping) -> tuple[list[SlurmJob], list[Skipped]]:
     doc, records = _document(raw, "jobs")
-    # 24.x requests show a node's whole memory for every job without --mem: a pending
-    # job's --mem cannot be told from the partition's memory per GPU there.
-    blurred = version_of(doc).startswith("24.")
+    try:
+        blurred = Release.parse(version_of(doc)).blurs_request_memory
+    except ValueError:          # no version in the document: take the request as shown
+        blurred = False
     return _each(records, lambda rec: parse_job(rec, blurred), "job", "job_id")
 
 

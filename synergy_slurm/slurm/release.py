@@ -49,6 +49,13 @@ class Release:
 
 
     @property
+    def blurs_request_memory(self) -> bool:
+        """24.x's job records show a node's whole memory as the request of every job
+        without --mem, so a pending job's --mem cannot be told from the partition's memory
+        per GPU (22.05 and 25.05+ show what was asked)."""
+        return self.major == 24
+
+    @property
     def lowers_pending(self) -> bool:
         """Lowering a pending job's cores takes effect after the scheduler has looked at
         the job (22.05 ignores it: hence the hook's hold). Verified on 26.05; the releases

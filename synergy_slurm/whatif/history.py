@@ -40,7 +40,14 @@ from ..sim.engine import UNKNOWN_ITER_S, Occupancy
 from ..sim.jobsets import CLASSES
 from ..sim.trace import TraceJob
 from ..slurm.sacct import HistoryJob
-from ..vocabulary import KEY_RE, MB_PER_GB, comment_profile_key, synergy_tags
+from ..vocabulary import (
+    KEY_RE,
+    MB_PER_GB,
+    REQUEUE_OK_TOKEN,
+    comment_profile_key,
+    has_token,
+    synergy_tags,
+)
 
 RULE_FIELDS = ("name", "account", "user", "partition", "comment", "qos")
 WORK_UNIT_S = UNKNOWN_ITER_S
@@ -234,7 +241,7 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     return TraceJob(job.job_id, prof.slot if prof is not None else "", job.submit - t0,
                     max(1, round(work / WORK_UNIT_S)), job.gpus, job.priority,
                     user=job.user,
-                    requeue_ok="synergy:requeue-ok" in job.comment.split(),
+                    requeue_ok=has_token(job.comment, REQUEUE_OK_TOKEN),
                     partition=pool.partition, gpu_type=job.gpu_type or "",
                     time_limit_s=job.time_limit_s or default_limit_s,
                     share=None if tags.get("managed") == "1" else had, eligible=asked,

@@ -39,6 +39,11 @@ def option_sets(n: int, seed: int = 1, typed: bool = True, partitions=("gpu", "c
             opts.append("--comment=synergy:profile=unknownkey")
         elif c < 0.7:
             opts.append("--comment=synergy:off")
+        elif c < 0.76:
+            # The opt-out is a word of its own: only the first of these opts out.
+            opts.append(rng.choice(["--comment=vision synergy:off",
+                                    "--comment=synergy:offline synergy:profile=res18",
+                                    "--comment=xsynergy:off synergy:profile=gnmt"]))
         if rng.random() < 0.3:
             opts.append(f"--partition={rng.choice(partitions)}")
         own = rng.random()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from synergy_slurm.hook.table import DISABLE_NAME, TABLE_NAME, HookTable
+from synergy_slurm.vocabulary import OPT_OUT_TOKEN, has_token
 
 from .luahook import run_lua
 
@@ -65,6 +66,18 @@ def test_non_gpu_jobs_and_other_partitions_pass_untouched(hook_dir):
         r, _ = one(hook_dir, fields)
         assert (r.cpus_per_tres, r.mem_per_tres, r.priority, r.admin_comment) == \
             ("", "", "", ""), fields
+
+
+@pytest.mark.parametrize("comment, opted_out", [("synergy:off", True),
+                                               ("vision  synergy:off x", True),
+                                               ("synergy:offline", False),
+                                               ("xsynergy:off", False),
+                                               ("synergy:off,x", False)])
+def test_the_opt_out_is_a_word_of_its_own(hook_dir, comment, opted_out):
+    r, _ = one(hook_dir, {"tres_per_job": "gres:gpu:1",
+                          "comment": f"{comment} synergy:profile=res18"})
+    assert (r.cpus_per_tres == "") == opted_out
+    assert has_token(comment, OPT_OUT_TOKEN) == opted_out      # the Python readers' twin
 
 
 def test_opted_out_user_passes_untouched(hook_dir):
