@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 from profiler.progress import Progress
 
 from .profiles import load_profiles
+from .slurm.parse import detail_mem_mb
 from .vocabulary import MB_PER_GB
 
 
@@ -45,8 +45,7 @@ def granted_share() -> tuple[int, float, int]:
         try:
             out = subprocess.run([scontrol, "show", "job", "-d", job_id], capture_output=True,
                                  text=True, timeout=30, check=False).stdout
-            m = re.search(r"\sMem=(\d+)", out)
-            mem_mb = int(m.group(1)) if m else 0
+            mem_mb = detail_mem_mb(out)
         except (OSError, subprocess.TimeoutExpired):
             mem_mb = 0
     if not mem_mb and os.environ.get("SLURM_MEM_PER_GPU", "").isdigit():

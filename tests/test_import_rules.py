@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "hook": {"core", "profiles", "config", "vocabulary", "slurm"},
     "controller": {"core", "profiles", "slurm", "hook", "config", "vocabulary", "dbfile"},
     "templates": {"shipped"},
-    "emulate": {"core", "profiles", "vocabulary"},
+    "emulate": {"core", "profiles", "slurm", "vocabulary"},
     "demo": {"core", "slurm", "sim", "vocabulary"},
     "cli": {"*"},
     "__main__": {"cli"},

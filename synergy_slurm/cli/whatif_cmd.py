@@ -18,7 +18,12 @@ from ..core.pools import Pool, merged
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.parse import ParseError
 from ..slurm.release import Release, detect
-from ..slurm.sacct import PRIORITY_FIELDS, parse_history
+from ..slurm.sacct import (
+    HISTORY_JSON_ARGS,
+    HISTORY_TEXT_ARGS,
+    parse_history,
+    read_history,
+)
 from ..slurm.sacct_usage import UsageRead, parse_usage
 from ..whatif import HistoryError, Rule, build_replay, forecast, report
 from ..whatif import replay as replay_mod
@@ -32,18 +37,12 @@ from .options import (
     profiles_option_value,
 )
 
-# Allocations only (-X), every user (-a), every run of a requeued job (-D: its first
-# submission is only in the first run's record).
-# No -X: each job's steps come nested in its record (what it used: slurm.sacct_usage).
-SACCT_ARGS = ("-a", "-D", "--json")
-
 
 @click.command("whatif")
 @click.option("--from", "export", type=click.Path(dir_okay=False, path_type=Path),
               help="A saved history instead of asking sacct: the output of "
-              "'sacct -a -D --json -S .. -E ..' (without -X: each job's steps say what "
-              "it used) or of 'sacct -a -X -D -P -o "
-              + ",".join(PRIORITY_FIELDS) + "'.")
+              f"'sacct {' '.join(HISTORY_JSON_ARGS)} -S .. -E ..' (without -X: each job's "
+              f"steps say what it used) or of 'sacct {' '.join(HISTORY_TEXT_ARGS)}'.")
 @click.option("--start", "-S", default="now-7days", show_default=True,
               help="Without --from: the window's start, as sacct -S takes it.")
 @click.option("--end", "-E", default="now", show_default=True,
@@ -320,14 +319,9 @@ def _history(export: Path | None, start: str, end: str, cli: SlurmCLI
             raise click.BadParameter(f"{v!r} is not a time sacct takes", param_hint=name)
     now = time.time()
     try:
-        raw = cli.run("sacct", [*SACCT_ARGS, "-S", start, "-E", end])
+        raw = read_history(cli, start, end)
     except SlurmError as exc:
-        if "json" in str(exc).lower():
-            # A Slurm without --json: the parsable text form.
-            raw = cli.run("sacct", ["-a", "-X", "-D", "-P", "-o", ",".join(PRIORITY_FIELDS),
-                                    "-S", start, "-E", end])
-        else:
-            raise Failed(f"could not read the history: {exc}") from None
+        raise Failed(f"could not read the history: {exc}") from None
     return raw, f"sacct -S {start} -E {end} ({datetime.now().strftime('%Y-%m-%d %H:%M')})", now
 
 

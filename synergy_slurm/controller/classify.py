@@ -31,11 +31,6 @@ from ..vocabulary import (
 DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
 # A job with no time limit: assume a week left (only SRTF/FTF ordering uses it).
 UNKNOWN_REMAINING_S = 7 * 24 * 3600.0
-# Reasons a pending job waits that the controller can do something about.
-RUNNABLE_REASONS = frozenset({"None", "Resources", "Priority", ""})
-# Slurm's reasons for a job over a QOS or association limit (QOSMaxCpuPerUserLimit,
-# AssocGrpMemLimit, ...).
-LIMIT_REASON = re.compile(r"^(QOS|Assoc)\w*(Cpu|Mem)\w*Limit$")
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,7 @@ def runnable(job: SlurmJob, can_lower: bool = False) -> bool:
     association limit (planned again under the limit, it is lowered to fit)."""
     if not job.pending:
         return False
-    if job.held_by_synergy or (job.priority > 0 and job.reason in RUNNABLE_REASONS):
+    if job.held_by_synergy or (job.priority > 0 and job.waits_for_resources):
         return True
     return can_lower and limit_blocked(job)
 
@@ -95,8 +90,7 @@ def runnable(job: SlurmJob, can_lower: bool = False) -> bool:
 def limit_blocked(job: SlurmJob) -> bool:
     """A pending job synergy shaped (hook or controller) that waits on a cores or memory
     limit of its QOS or association."""
-    return (job.pending and job.priority > 0 and "profile" in job.tags
-            and LIMIT_REASON.match(job.reason) is not None)
+    return job.priority > 0 and "profile" in job.tags and job.waits_on_core_or_memory_limit
 
 
 def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile],

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..vocabulary import OWN_SHAPE, GpuRequest, synergy_tags
 
 PENDING = "PENDING"
 RUNNING = "RUNNING"
+# Slurm's reasons for a pending job that waits only for nodes (or its turn).
+_WAITING_REASONS = frozenset({"None", "Resources", "Priority", ""})
+# Slurm's reasons for a job over a QOS or association limit on cores or memory
+# (QOSMaxCpuPerUserLimit, AssocGrpMemLimit, ...).
+_CORE_MEM_LIMIT_REASON = re.compile(r"^(QOS|Assoc)\w*(Cpu|Mem)\w*Limit$")
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,16 @@ class SlurmJob:
         """The record of an array's tasks that have not started (one record for them all:
         ``scontrol update/release`` on the array's id applies to every one)."""
         return self.pending and self.array_job_id is not None and self.array_task_id is None
+
+    @property
+    def waits_for_resources(self) -> bool:
+        """Pending for nodes or its turn only (not held, not a dependency, not a limit)."""
+        return self.pending and self.reason in _WAITING_REASONS
+
+    @property
+    def waits_on_core_or_memory_limit(self) -> bool:
+        """Pending because of its QOS's or association's limit on cores or memory."""
+        return self.pending and _CORE_MEM_LIMIT_REASON.match(self.reason) is not None
 
     @property
     def has_gpus(self) -> bool:

@@ -113,6 +113,13 @@ def per_gpu_value(tres: str) -> int | None:
     return None if got is None else got[0]
 
 
+def detail_mem_mb(show_job_detail: str) -> int:
+    """The memory a job holds on its node, from ``scontrol show job -d`` text (its node
+    lines: ``Nodes=n1 CPU_IDs=0-8 Mem=62500 GRES=gpu:1(IDX:0)``, MB); 0 when not shown."""
+    m = re.search(r"\sMem=(\d+)", show_job_detail)
+    return int(m.group(1)) if m else 0
+
+
 def expand_hostlist(spec: str) -> list[str]:
     """``n[1-3,5],gpu-a[01-02]`` -> n1 n2 n3 n5 gpu-a01 gpu-a02 (Slurm's host list syntax)."""
     spec = spec.strip()

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ..vocabulary import not_reshaped
+from .commands import SlurmCLI, SlurmError
 from .model import Skipped
 from .parse import ParseError, accounting_state, expand_hostlist, num, text
 from .submit_line import request
@@ -31,6 +32,12 @@ TEXT_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "JobName", "Comment",
 OPTIONAL_FIELDS = ("Priority", "Timelimit", "AdminComment")
 # What synergy asks sacct for.
 PRIORITY_FIELDS = (*TEXT_FIELDS, *OPTIONAL_FIELDS)
+# A window's history: every user (-a), every run of a requeued job (-D: its first
+# submission is only in the first run's record). In JSON without -X, each job's steps come
+# nested in its record (what it used: slurm.sacct_usage); the text form, for a sacct
+# without --json, has allocations only (-X).
+HISTORY_JSON_ARGS = ("-a", "-D", "--json")
+HISTORY_TEXT_ARGS = ("-a", "-X", "-D", "-P", "-o", ",".join(PRIORITY_FIELDS))
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
 T = TypeVar("T")
 
@@ -79,6 +86,18 @@ class HistoryJob:
         if self.start is None or self.end is None:
             return None
         return max(0.0, self.end - self.start)
+
+
+def read_history(cli: SlurmCLI, start: str, end: str) -> str:
+    """A window's accounting records (``start``/``end`` as sacct -S/-E take them), as
+    ``sacct --json`` gives them or, from a sacct without --json, its parsable text;
+    ``parse_history`` reads either. Raises SlurmError when sacct fails."""
+    try:
+        return cli.run("sacct", [*HISTORY_JSON_ARGS, "-S", start, "-E", end])
+    except SlurmError as exc:
+        if "json" not in str(exc).lower():
+            raise
+        return cli.run("sacct", [*HISTORY_TEXT_ARGS, "-S", start, "-E", end])
 
 
 def parse_history(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
