@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .. import devcluster
-from ..config import load_config
+from ..config import config_from_dict, load_config, render_toml
 from ..controller.daemon import Controller
 from ..controller.state import StateStore
 from ..controller.status import status_lines
@@ -290,9 +290,6 @@ def _config_dict(spec, profiles_path: Path, d: Path, partitions: list[str]) -> d
 
 
 def _config_text(spec, profiles_path: Path, d: Path, partitions: list[str]) -> str:
-    lines = ["# Written by synergy demo: the controller's config for the demo cluster."]
-    for section, values in _config_dict(spec, profiles_path, d, partitions).items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
-    return "\n".join(lines) + "\n"
-
+    cfg = config_from_dict(_config_dict(spec, profiles_path, d, partitions))
+    return ("# Written by synergy demo: the controller's config for the demo cluster (every "
+            "key, defaults included).\n" + render_toml(cfg))

@@ -9,18 +9,17 @@ ignores a table older than ``max_age_s`` (no shaping, no holds).
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import NAME_RE
 from ..core import Profile
 from ..vocabulary import KEY_RE, MB_PER_GB
 
 TABLE_NAME = "synergy-hook.table"
 DISABLE_NAME = "synergy-hook.disable"
-PARTITION_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
 class TableError(ValueError):
@@ -48,7 +47,7 @@ class HookTable:
             if not isinstance(v, int) or v < 1:
                 raise TableError(f"{name} must be a positive integer, got {v!r}")
         for p in (*self.partitions, self.default_partition):
-            if not PARTITION_RE.match(p):
+            if not NAME_RE.match(p):
                 raise TableError(f"bad partition name {p!r}")
         for key, (c, m) in self.profiles.items():
             if not KEY_RE.match(key):
