@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .job import JobSpec
+from .plan import How
 from .resources import PerGpu, Server
 
 FLOOR_TOLERANCE = 1e-9
@@ -21,7 +22,7 @@ class Demand:
 
     share: PerGpu
     speedup: float
-    how: str
+    how: How
 
 
 def speedup_of(job: JobSpec, share: PerGpu, fair: PerGpu) -> float:
@@ -58,18 +59,18 @@ def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Dem
     job larger than every server: at a server's share per GPU, so that an insensitive one
     still takes no more than its ideal); proportional when unknown, or when the capped
     point would run slower than proportional."""
-    proportional = Demand(fair, 1.0, "proportional")
+    proportional = Demand(fair, 1.0, How.PROPORTIONAL)
     if job.profile is None or job.profile.ideal is None:
         return proportional
     caps = job_caps(job, servers)
     if not caps:
         return proportional
-    point, how = job.profile.ideal, "ideal"
+    point, how = job.profile.ideal, How.IDEAL
     if not any(point.within(cap) for cap in caps):
         # The best capped point any kind of server can hold (then the cheapest).
         point = max((point.capped(cap) for cap in caps),
                     key=lambda p: (job.profile.speedup(p, fair), -p.cpus, -p.mem_gb))
-        how = "capped"
+        how = How.CAPPED
     s = job.profile.speedup(point, fair)
     if s < 1.0 - FLOOR_TOLERANCE:
         return proportional
@@ -85,8 +86,8 @@ def fair_capped(job: JobSpec, share: PerGpu, fair: PerGpu) -> Demand:
     lowered = share.capped(fair)
     s = speedup_of(job, lowered, fair)
     if s < 1.0 - FLOOR_TOLERANCE:
-        return Demand(fair, 1.0, "proportional")
-    return Demand(lowered, s, "self-downgrade")
+        return Demand(fair, 1.0, How.PROPORTIONAL)
+    return Demand(lowered, s, How.SELF_DOWNGRADE)
 
 
 def intermediate_points(job: JobSpec, upper: PerGpu, lower: Demand,
@@ -110,7 +111,7 @@ def intermediate_points(job: JobSpec, upper: PerGpu, lower: Demand,
                 continue
             s = prof.speedup(p, fair)
             if s > lower.speedup + FLOOR_TOLERANCE and s >= 1.0 - FLOOR_TOLERANCE:
-                out.append(Demand(p, s, "interpolated"))
+                out.append(Demand(p, s, How.INTERPOLATED))
     out.sort(key=lambda d: (-d.speedup, d.share.cpus, d.share.mem_gb))
     # Drop points dominated by a cheaper one with at least the same speedup.
     kept: list[Demand] = []

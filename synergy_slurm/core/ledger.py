@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .demand import Demand, fair_capped
 from .job import JobSpec
-from .plan import Allocation, Plan
+from .plan import Allocation, How, Plan
 from .resources import MEM_EPS, ClusterState, PerGpu, floor_div
 
 # How a job's GPUs are chosen. "fullest": whole on the server with the fewest free GPUs
@@ -48,7 +48,7 @@ class Held:
     share: PerGpu
     placement: dict[int, int]  # server index -> GPUs
     speedup: float
-    how: str
+    how: How
 
 
 class Ledger:
@@ -203,6 +203,14 @@ class Ledger:
                     self.fm[i] += n * (h.share.mem_gb - share.mem_gb)
                 h.share, h.speedup, h.how = share, speedup, how
 
+    def hold_room(self, i: int, gpus: int, share: PerGpu) -> None:
+        """Count ``gpus`` GPUs at ``share`` on server ``i`` as taken while a placement is
+        being built (no job holds them yet); ``release_room`` gives them back."""
+        self._take(i, gpus, gpus * share.cpus, gpus * share.mem_gb)
+
+    def release_room(self, i: int, gpus: int, share: PerGpu) -> None:
+        self._take(i, -gpus, -gpus * share.cpus, -gpus * share.mem_gb)
+
     def _take(self, i: int, g: int, c: int, m: float) -> None:
         self.fg[i] -= g
         self.fc[i] -= c
@@ -231,7 +239,7 @@ class Ledger:
             if h.share.within(self.fair):
                 continue
             target = fair_capped(h.job, h.share, self.fair)
-            target = Demand(target.share, target.speedup, "peer-downgraded")
+            target = Demand(target.share, target.speedup, How.PEER_DOWNGRADED)
             dc = h.share.cpus - target.share.cpus
             dm = h.share.mem_gb - target.share.mem_gb
             ok = True

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .resources import PerGpu, Resources
+
+
+class How(StrEnum):
+    """Which step gave a job its shape. A string (the audit log, the state database and
+    ``synergy plan --json`` show the value); the simulator reads some of them."""
+
+    PROPORTIONAL = "proportional"
+    IDEAL = "ideal"                      # its ideal share
+    CAPPED = "capped"                    # its ideal share, cut to what one server has
+    SELF_DOWNGRADE = "self-downgrade"    # lowered by TUNE to fit
+    INTERPOLATED = "interpolated"        # a grid point between ideal and proportional
+    PEER_DOWNGRADED = "peer-downgraded"  # lowered to let a later job in
+    OPT = "opt"                          # chosen by OPT's LP
+    SHRUNK = "shrunk"                    # its unused memory lowered while it runs
+    UNSET = ""
 
 
 @dataclass(frozen=True)
@@ -13,9 +29,7 @@ class Allocation:
     """One admitted job: every GPU of it gets the same per-GPU share (Slurm's model).
 
     ``placement`` lists (server name, GPUs on that server). ``speedup`` is the job's
-    throughput relative to its proportional share. ``how`` says which step gave the shape
-    (``proportional``, ``ideal``, ``capped``, ``self-downgrade``, ``interpolated``,
-    ``peer-downgraded``, ``opt``).
+    throughput relative to its proportional share. ``how`` says which step gave the shape.
     """
 
     job_id: int
@@ -23,7 +37,7 @@ class Allocation:
     share: PerGpu
     placement: tuple[tuple[str, int], ...]
     speedup: float
-    how: str = ""
+    how: How = How.UNSET
 
     @property
     def total(self) -> Resources:

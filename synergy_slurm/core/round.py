@@ -72,14 +72,14 @@ def plan_round(pending: Sequence[JobSpec], running: Sequence[tuple[JobSpec, Allo
     every job its proportional share.
     """
     shrinks: tuple[Shrink, ...] = ()
-    if shrinkable and allocator.grows_running:
+    if shrinkable and allocator.reshapes_running:
         shrinks = tuple(memory_shrinks(shrinkable, cluster.fair))
         cluster = after_shrinks(cluster, shrinks)
     if pending and cluster.servers:
         plan = make_plan(pending, cluster, policy, allocator, now)
     else:
         plan = Plan((), {}, allocator.name, policy.name)
-    if not (rule.budget and running and allocator.grows_running):
+    if not (rule.budget and running and allocator.reshapes_running):
         return RoundPlan(plan, (), shrinks)
     shrunk = {s.job_id for s in shrinks}
     due = {spec.id: (spec, alloc) for spec, alloc in running

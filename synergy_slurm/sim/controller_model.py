@@ -46,6 +46,7 @@ from ..core import (
 )
 from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
+from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools, type_order
 from ..core.usage import UsageSample, busy_share, judge
 from .trace import TraceJob
@@ -502,7 +503,7 @@ class _Model:
         run.work_s, run.debt_s = run.done_by(t)
         run.run_start = t
         self._hold(run.alloc, -1)
-        run.alloc = replace(run.alloc, share=share, how="shrunk")
+        run.alloc = replace(run.alloc, share=share, how=How.SHRUNK)
         self._hold(run.alloc, 1)
         self._updated = True
         run.share = share

@@ -39,6 +39,7 @@ from ..core import (
 )
 from ..core.allocators.tune_ref import reference_speedup
 from ..core.backfill import BF_MAX_JOB_TEST
+from ..core.plan import How
 from ..core.pools import Pool
 from ..core.usage import UsageRule, UsageSample, busy_share, judge
 from .controller_model import simulate_controller
@@ -396,9 +397,9 @@ def effective_iter_s(job: _Job, alloc: Allocation, fair: PerGpu, reference: bool
     prop_iter = job.iter_s / job.prop_tput
     if reference and job.profile is not None:
         ideal = job.profile.ideal
-        if alloc.how == "capped":
+        if alloc.how == How.CAPPED:
             return prop_iter / reference_speedup(job.spec(), fair, servers)
-        at_ideal = alloc.how == "ideal" or (ideal is not None and ideal.within(alloc.share))
+        at_ideal = alloc.how == How.IDEAL or (ideal is not None and ideal.within(alloc.share))
         return prop_iter / (alloc.speedup if at_ideal else 1.0)
     if job.true is not None:   # mislabelled: it runs as what it is, not as planned
         return prop_iter / job.true.speedup(alloc.share, fair)

@@ -1,7 +1,7 @@
 """Allocators: turn policy-ordered jobs into per-server shares."""
 
 from ..ledger import PLACEMENTS
-from .base import Allocator
+from .base import AdmittingAllocator, Allocator
 from .opt import OptAllocator
 from .simple import GreedyAllocator, ProportionalAllocator
 from .tune import TuneAllocator
@@ -28,7 +28,7 @@ def get_allocator(name: str, placement: str | None = None, **opts: float) -> All
     elif key == "tune-ref":
         alloc = RefTuneAllocator()
     elif key == "tune":
-        alloc = TuneAllocator(interpolate=True)
+        alloc = TuneAllocator()
     elif key == "opt":
         alloc = OptAllocator(**opts)
     else:
@@ -41,5 +41,6 @@ def get_allocator(name: str, placement: str | None = None, **opts: float) -> All
     return alloc
 
 
-__all__ = ["ALLOCATOR_NAMES", "PLACEMENTS", "Allocator", "GreedyAllocator", "OptAllocator",
-           "ProportionalAllocator", "RefTuneAllocator", "TuneAllocator", "get_allocator"]
+__all__ = ["ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator", "GreedyAllocator",
+           "OptAllocator", "ProportionalAllocator", "RefTuneAllocator", "TuneAllocator",
+           "get_allocator"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..demand import FLOOR_TOLERANCE, Demand, job_caps
 from ..job import JobSpec
 from ..ledger import Ledger
-from ..plan import Plan
+from ..plan import How, Plan
 from ..resources import MEM_EPS, ClusterState, PerGpu
 from .base import Allocator, admissible
 from .tune import TuneAllocator, place_tuned, upgrade_lowered
@@ -52,10 +52,7 @@ class OptAllocator(Allocator):
         self.max_nodes = max_nodes             # stage 1: branch-and-bound nodes
         self.max_iterations = max_iterations   # stage 2: simplex iterations
         self.pack = pack
-        self.fallback = fallback or TuneAllocator(interpolate=True)
-
-    def admit(self, job: JobSpec, ledger: Ledger) -> str | None:  # pragma: no cover
-        raise NotImplementedError("OPT plans all jobs at once")
+        self.fallback = fallback or TuneAllocator()
 
     def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
         from .opt_solve import StageFailed, solve_stage1, solve_stage2
@@ -63,11 +60,11 @@ class OptAllocator(Allocator):
         ledger = Ledger(cluster, self.placement)
         skipped: dict[int, str] = {}
         admitted: list[JobSpec] = []
-        # Only its free GPU count moves: stage 1 decides the rest.
-        probe = Ledger(cluster, self.placement)
-        for job in admissible(jobs, probe, skipped):
+        # Each admitted job counts against the free GPUs: stage 1 decides the rest.
+        left = [ledger.free_gpus]
+        for job in admissible(jobs, cluster, lambda: left[0], skipped):
             admitted.append(job)
-            probe.free_gpus -= job.gpus
+            left[0] -= job.gpus
         if not admitted:
             return ledger.to_plan(skipped, self.name, bound=0.0)
         cands = [candidates(j, cluster) for j in admitted]
@@ -107,7 +104,7 @@ def candidates(job: JobSpec, cluster: ClusterState) -> list[Demand]:
     """Pareto-optimal shares for the job that keep the floor and fit some server (a job
     larger than every server: a server's share per GPU, as TUNE caps it)."""
     fair = cluster.fair
-    prop = Demand(fair, 1.0, "proportional")
+    prop = Demand(fair, 1.0, How.PROPORTIONAL)
     prof = job.profile
     caps = job_caps(job, cluster.servers)
     if prof is None or prof.ideal is None or not caps:
@@ -125,7 +122,7 @@ def candidates(job: JobSpec, cluster: ClusterState) -> list[Demand]:
                 continue
             s = prof.speedup(p, fair)
             if s >= 1.0 - FLOOR_TOLERANCE:
-                pts.append(Demand(p, s, "opt"))
+                pts.append(Demand(p, s, How.OPT))
     pts.sort(key=lambda d: (-d.speedup, d.share.cpus, d.share.mem_gb))
     kept: list[Demand] = []
     for d in pts:
@@ -149,7 +146,7 @@ def round_plan(jobs: list[JobSpec], choice: dict[int, Demand], whole: dict[int, 
         else:
             rest.append(job)
     for job in rest:
-        reason = place_tuned(job, choice[job.id], ledger, interpolate=True)
+        reason = place_tuned(job, choice[job.id], ledger)
         if reason is not None:
             skipped[job.id] = reason
     upgrade_lowered(ledger)

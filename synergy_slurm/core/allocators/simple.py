@@ -5,17 +5,18 @@ from __future__ import annotations
 from ..demand import Demand, ideal_demand
 from ..job import JobSpec
 from ..ledger import Ledger
-from .base import Allocator
+from ..plan import How
+from .base import AdmittingAllocator
 
 
-class ProportionalAllocator(Allocator):
+class ProportionalAllocator(AdmittingAllocator):
     """Every job gets cores and memory in proportion to its GPUs (Slurm's DefCpuPerGPU)."""
 
     name = "proportional"
-    grows_running = False
+    reshapes_running = False
 
     def admit(self, job: JobSpec, ledger: Ledger) -> str | None:
-        demand = Demand(ledger.fair, 1.0, "proportional")
+        demand = Demand(ledger.fair, 1.0, How.PROPORTIONAL)
         placement = ledger.find_placement(job, demand.share)
         if placement is None:
             return "no room for its proportional share"
@@ -23,7 +24,7 @@ class ProportionalAllocator(Allocator):
         return None
 
 
-class GreedyAllocator(Allocator):
+class GreedyAllocator(AdmittingAllocator):
     """Every job asks for its ideal share; placed if that fits, else skipped this round."""
 
     name = "greedy"

@@ -3,38 +3,29 @@
 Step 3 only lowers jobs that hold more than the proportional share; once every job on a
 server is within it, a proportional GPU fits on each free GPU, so an admitted job is always
 placed (where lowering the peers of a few servers does not free the room, every job above
-its share is lowered at once: place_after_lowering_all). ``interpolate`` (beyond the
-reference) tries the best grid point between the ideal and the proportional share that
-fits before dropping to proportional, and after the round hands cores and memory left idle
-on a server to the jobs there that were lowered.
+its share is lowered at once: place_after_lowering_all). Beyond the reference (whose rule
+for rule twin is tune_ref.py), it tries the best grid point between the ideal and the
+proportional share that fits before dropping to proportional, and after the round hands
+cores and memory left idle on a server to the jobs there that were lowered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..demand import Demand, fair_capped, ideal_demand, intermediate_points
 from ..job import JobSpec
 from ..ledger import Ledger
-from ..plan import Plan
-from ..resources import ClusterState
-from .base import Allocator
+from ..plan import How
+from .base import AdmittingAllocator
 
 
-class TuneAllocator(Allocator):
-    def __init__(self, interpolate: bool = True) -> None:
-        self.interpolate = interpolate
-        self.name = "tune" if interpolate else "tune-ref"
-
-    def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
-        if not self.interpolate:
-            return super().allocate(jobs, cluster)
-        return self._allocate_then(jobs, cluster, upgrade_lowered)
+class TuneAllocator(AdmittingAllocator):
+    name = "tune"
 
     def admit(self, job: JobSpec, ledger: Ledger) -> str | None:
-        fair = ledger.fair
-        wanted = ideal_demand(job, fair, ledger.cluster.servers)
-        return place_tuned(job, wanted, ledger, self.interpolate)
+        return place_tuned(job, ideal_demand(job, ledger.fair, ledger.cluster.servers), ledger)
+
+    def finish(self, ledger: Ledger) -> None:
+        upgrade_lowered(ledger)
 
 
 def upgrade_lowered(ledger: Ledger) -> None:
@@ -52,7 +43,7 @@ def upgrade_lowered(ledger: Ledger) -> None:
                 break
 
 
-def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger, interpolate: bool) -> str | None:
+def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger) -> str | None:
     """TUNE's three steps for one job wanting ``wanted`` (shared with OPT's rounding)."""
     fair = ledger.fair
     placement = ledger.find_placement(job, wanted.share)
@@ -60,12 +51,11 @@ def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger, interpolate: bool)
         ledger.place(job, wanted, placement)
         return None
     lowered = fair_capped(job, wanted.share, fair) if not wanted.share.within(fair) else wanted
-    if interpolate:
-        for d in intermediate_points(job, wanted.share, lowered, fair):
-            placement = ledger.find_placement(job, d.share)
-            if placement is not None:
-                ledger.place(job, d, placement)
-                return None
+    for d in intermediate_points(job, wanted.share, lowered, fair):
+        placement = ledger.find_placement(job, d.share)
+        if placement is not None:
+            ledger.place(job, d, placement)
+            return None
     if lowered is not wanted:
         placement = ledger.find_placement(job, lowered.share)
         if placement is not None:
@@ -73,7 +63,7 @@ def place_tuned(job: JobSpec, wanted: Demand, ledger: Ledger, interpolate: bool)
             return None
     if place_with_peer_downgrade(job, lowered, ledger):
         return None
-    if interpolate and place_after_lowering_all(job, lowered, ledger):
+    if place_after_lowering_all(job, lowered, ledger):
         return None
     return "no room even after lowering peers to their proportional share"
 
@@ -98,12 +88,12 @@ def place_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger) -> b
                 placement[i] = k
                 left -= k
                 # Hold the GPUs now so later servers' checks see them taken.
-                ledger._take(i, k, k * demand.share.cpus, k * demand.share.mem_gb)
+                ledger.hold_room(i, k, demand.share)
                 break
         if left == 0:
             break
     for i, k in placement.items():
-        ledger._take(i, -k, -k * demand.share.cpus, -k * demand.share.mem_gb)
+        ledger.release_room(i, k, demand.share)
     if left == 0:
         ledger.place(job, demand, placement)
         return True
@@ -124,7 +114,7 @@ def place_after_lowering_all(job: JobSpec, demand: Demand, ledger: Ledger) -> bo
     for h in ledger.held.values():
         if not h.share.within(ledger.fair):
             t = fair_capped(h.job, h.share, ledger.fair)
-            changes.append((h.job.id, Demand(t.share, t.speedup, "peer-downgraded")))
+            changes.append((h.job.id, Demand(t.share, t.speedup, How.PEER_DOWNGRADED)))
     if not changes or not ledger.can_reshape_together(changes):
         return False
     mark = ledger.checkpoint()
@@ -146,11 +136,11 @@ def _per_node_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger,
     for i in ledger.servers_by_free_gpus(at_least=k):
         if ledger.free_up(i, k, demand.share):
             placement[i] = k
-            ledger._take(i, k, k * demand.share.cpus, k * demand.share.mem_gb)
+            ledger.hold_room(i, k, demand.share)
             if len(placement) * k == job.gpus:
                 break
     for i in placement:
-        ledger._take(i, -k, -k * demand.share.cpus, -k * demand.share.mem_gb)
+        ledger.release_room(i, k, demand.share)
     if len(placement) * k == job.gpus:
         ledger.place(job, demand, placement)
         return True

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from ..demand import FLOOR_TOLERANCE, Demand
 from ..job import JobSpec
 from ..ledger import Ledger
-from ..plan import Plan
+from ..plan import How, Plan
 from ..resources import MEM_EPS, ClusterState, PerGpu, Server
-from .base import Allocator
+from .base import AdmittingAllocator
 from .tune import place_with_peer_downgrade
 
 
@@ -50,7 +50,7 @@ def reference_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) ->
     assert job.profile is not None
     real = job.profile.speedup(share, fair)
     if real < 1.0 - FLOOR_TOLERANCE:
-        return Demand(fair, 1.0, "proportional")
+        return Demand(fair, 1.0, How.PROPORTIONAL)
     return Demand(share, real, how)
 
 
@@ -62,7 +62,7 @@ def reference_speedup(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -
 
 
 def _reference(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]
-               ) -> tuple[PerGpu, float, str]:
+               ) -> tuple[PerGpu, float, How]:
     prof = job.profile
     if prof is None or prof.ideal is None or not servers:
         return fair, 1.0, "proportional"
@@ -82,16 +82,16 @@ def _reference(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]
             mem, bigger = fair.mem_gb * g, True
     share = PerGpu(int(cpus // g), mem / g)
     if bigger:
-        return (fair, 1.0, "proportional") if share == fair else (share, 1.0, "capped")
+        return (fair, 1.0, How.PROPORTIONAL) if share == fair else (share, 1.0, How.CAPPED)
     if not cut:
-        return ideal, speedup, "ideal"
+        return ideal, speedup, How.IDEAL
     span = (ideal.cpus - fair.cpus) * g
     if span != 0:
         speedup = 1.0 + (speedup - 1.0) / span * (cpus - fair.cpus * g)
-    return share, speedup, "capped"
+    return share, speedup, How.CAPPED
 
 
-def made_fair(demand: Demand, fair: PerGpu, how: str) -> Demand | None:
+def made_fair(demand: Demand, fair: PerGpu, how: How) -> Demand | None:
     """The reference's self/peer downgrade: every dimension to the proportional share
     (speedup 1) when any exceeds it; None when none does."""
     s = demand.share
@@ -100,7 +100,7 @@ def made_fair(demand: Demand, fair: PerGpu, how: str) -> Demand | None:
     return None
 
 
-class RefTuneAllocator(Allocator):
+class RefTuneAllocator(AdmittingAllocator):
     name = "tune-ref"
     placement = "first-free"
 
@@ -116,7 +116,7 @@ class RefTuneAllocator(Allocator):
         self._demand[job.id] = demand
         if self._try_place(job, demand, ledger):
             return None
-        demand = made_fair(demand, fair, "self-downgrade") or demand
+        demand = made_fair(demand, fair, How.SELF_DOWNGRADE) or demand
         if self._try_place(job, demand, ledger):
             return None
         mark = ledger.checkpoint()
@@ -188,7 +188,7 @@ class RefTuneAllocator(Allocator):
                 break
         changes = []
         for j in chosen:
-            lowered = made_fair(self._demand[j], fair, "peer-downgraded")
+            lowered = made_fair(self._demand[j], fair, How.PEER_DOWNGRADED)
             if lowered is not None and held[j].share != lowered.share:
                 changes.append((j, lowered))
         if not ledger.can_reshape_together(changes):
