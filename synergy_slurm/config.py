@@ -80,11 +80,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .errors import BadInputError
+
 DEFAULT_PATH = Path("/etc/slurm/synergy.toml")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")     # Slurm partition and user names
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInputError):
     pass
 
 

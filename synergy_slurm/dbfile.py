@@ -12,8 +12,10 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
+from .errors import BadInputError
 
-class DatabaseError(ValueError):
+
+class DatabaseError(BadInputError):
     """A database file that is missing, unreadable or not ours; the message names it."""
 
 

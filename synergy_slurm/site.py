@@ -32,13 +32,14 @@ from typing import Any
 
 from .core import ClusterState, PerGpu, Resources, Server
 from .core.pools import Pool
+from .errors import BadInputError
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
 _GPU_TYPE = re.compile(r"^[a-z0-9_]{1,16}$")
 MAX_NODES = 64
 
 
-class SiteError(ValueError):
+class SiteError(BadInputError):
     """A cluster description that cannot be used; the message names the entry and why."""
 
 

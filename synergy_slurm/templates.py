@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import BadInputError
 from .shipped import shipped_paths
 
 SUFFIX = ".sbatch"
@@ -33,7 +34,7 @@ TITLE = re.compile(r"^#\s*synergy-template:\s*(.+)$")
 BUILTINS = ("TEMPLATE_DIR", "SYNERGY_PYTHON")
 
 
-class TemplateError(ValueError):
+class TemplateError(BadInputError):
     """Unknown template, missing or bad variable, or a malformed template file."""
 
 

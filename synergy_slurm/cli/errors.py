@@ -8,12 +8,15 @@ Exit codes, the same for every command (``synergy`` and ``synergy-sbatch``):
      path that cannot be written; nothing was changed
 
 The boundary (:class:`Boundary`) runs the top-level command: what a command does not turn
-into a message itself is turned here, by kind.
+into a message itself is turned here, by kind: synergy's own errors (``synergy_slurm.errors``)
+by the exit code each carries, files and databases that cannot be read as bad input. Any
+other exception, a plain ValueError included, is a bug and shows as one.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sqlite3
 import sys
@@ -23,10 +26,8 @@ from typing import Any
 
 import click
 
+from ..errors import EXIT_BAD_INPUT, EXIT_FAILED, SynergyError
 from ..slurm.commands import SlurmError
-
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 
 class BadInput(click.ClickException):
@@ -45,13 +46,17 @@ def as_click_error(exc: BaseException) -> click.ClickException | None:
     """The one-line error for an exception that escaped a command, or None for a bug."""
     if isinstance(exc, SlurmError):
         return Failed(f"slurm: {exc}")
+    if isinstance(exc, SynergyError):    # ConfigError, ProfileError, TableError, ...
+        err = click.ClickException(str(exc))
+        err.exit_code = exc.exit_code
+        return err
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return BadInput(f"{where}{exc.strerror or exc}")
     if isinstance(exc, sqlite3.Error):
         return BadInput(f"database: {exc}")
-    if isinstance(exc, ValueError):      # ConfigError, ProfileError, TableError, JSON, ...
-        return BadInput(str(exc))
+    if isinstance(exc, json.JSONDecodeError):
+        return BadInput(f"not JSON: {exc}")
     return None
 
 

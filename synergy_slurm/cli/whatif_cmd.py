@@ -258,11 +258,8 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                 state["pos"] = pos
 
         names = ["plain", "synergy", *built]
-        try:
-            outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round,
-                                     built, caps)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
+        outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round,
+                                 built, caps)
     doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
                        {"slurm_release": str(release) if release else "22.05 rules",
                         "startup_s": startup_seconds, "profiles_from": profiles_from,

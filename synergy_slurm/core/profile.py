@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import BadInputError
 from .resources import MEM_EPS, PerGpu
 
 # The paper's grid (SYNERGY.md): cores/GPU x memory/GPU.
@@ -25,7 +26,7 @@ IDEAL_TOLERANCE = 1e-9
 GPU_TYPE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,32}$")
 
 
-class ProfileError(ValueError):
+class ProfileError(BadInputError):
     """A profile file or matrix that cannot be used."""
 
 

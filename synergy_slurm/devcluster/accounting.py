@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SynergyError
 from . import proc
 from .conf import DevClusterSpec
 
@@ -31,7 +32,7 @@ QOS = {"standard": 0, "urgent": 1000}
 DEFAULT_ACCOUNT = ACCOUNTS[0]
 
 
-class AccountingError(RuntimeError):
+class AccountingError(SynergyError, RuntimeError):
     """The database or slurmdbd could not be started or set up; the message says why."""
 
 

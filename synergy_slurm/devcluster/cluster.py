@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..errors import SynergyError
 from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..site import SiteError, site_from_dict
 from ..slurm.commands import SlurmCLI
@@ -38,7 +39,7 @@ DEFAULT_DIR = Path("/tmp/synergy-dev-cluster")
 RELEASE_FILE = "release.json"
 
 
-class DevClusterError(RuntimeError):
+class DevClusterError(SynergyError, RuntimeError):
     """The cluster could not be started, stopped or read; the message says why."""
 
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SynergyError
 from . import proc
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+\-]*$")
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(SynergyError, RuntimeError):
     """The release cannot be provided; the message says why and what to do."""
 
 

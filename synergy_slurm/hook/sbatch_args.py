@@ -12,10 +12,11 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from ..errors import BadInputError
 from .rules import Submission
 
 
-class SbatchArgError(ValueError):
+class SbatchArgError(BadInputError):
     pass
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 
 from ..config import NAME_RE
 from ..core import Profile
+from ..errors import BadInputError
 from ..vocabulary import KEY_RE, MB_PER_GB
 
 TABLE_NAME = "synergy-hook.table"
 DISABLE_NAME = "synergy-hook.disable"
 
 
-class TableError(ValueError):
+class TableError(BadInputError):
     pass
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import PerGpu, Profile
+from ..errors import BadInputError
 from .jobsets import CLASSES
 
 # Multi-GPU traces draw GPU counts from {1, 2, 4, 8, 16} with these weights: mostly small
@@ -22,7 +23,7 @@ MULTI_GPU_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
 MULTI_GPU_WEIGHTS: tuple[float, ...] = (0.70, 0.10, 0.10, 0.07, 0.03)
 
 
-class TraceError(ValueError):
+class TraceError(BadInputError):
     """A trace file that cannot be replayed."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..config import SlurmSection
+from ..errors import SynergyError
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 _SAFE_ARG = re.compile(r"^[A-Za-z0-9_.:,=@%/+\-\[\]]*$")
 
 
-class SlurmError(RuntimeError):
+class SlurmError(SynergyError, RuntimeError):
     """A Slurm command failed; ``command`` is its argument list."""
 
     def __init__(self, message: str, command: Sequence[str] = (), returncode: int | None = None,

@@ -13,12 +13,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import BadInputError
 from .model import NodeAlloc, Skipped, SlurmJob, SlurmNode, SlurmPartition
 from .release import Release
 from .units import size_mb, tres_items
 
 
-class ParseError(ValueError):
+class ParseError(BadInputError):
     """A whole document that cannot be read (not JSON, not an object, no list of records)."""
 
 

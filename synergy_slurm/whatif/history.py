@@ -35,6 +35,7 @@ from typing import Protocol
 
 from ..core import PerGpu, Profile, Resources, pick_profile
 from ..core.pools import Pool
+from ..errors import BadInputError
 from ..profiles.resolve import trusted
 from ..sim.engine import UNKNOWN_ITER_S, Occupancy
 from ..sim.jobsets import CLASSES
@@ -61,7 +62,7 @@ PLAUSIBLE_SINCE = 946_684_800.0
 _RULE = re.compile(r"^(\w+):(.+)=([^=]+)$")
 
 
-class HistoryError(ValueError):
+class HistoryError(BadInputError):
     """A rule or an option that cannot be used; the message says which and why."""
 
 

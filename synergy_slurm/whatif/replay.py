@@ -23,7 +23,7 @@ from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
 from ..sim.engine import JobResult, SimConfig, SimResult, simulate
 from ..vocabulary import MB_PER_GB
-from .history import Replay
+from .history import HistoryError, Replay
 
 GROUPS = ("partition", "account")
 RUNS = ("actual", "plain", "synergy")
@@ -130,7 +130,7 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
     idle resources as the controller would; ``caps``: the closed loop's marks, (profile,
     user) -> cap, as the controller would hold them (forecast.suspect_caps)."""
     if not replay.trace:
-        raise ValueError("nothing to replay: no GPU job in the history ran")
+        raise HistoryError("nothing to replay: no GPU job in the history ran")
     actual = {jid: Times(jid, j.submit - replay.t0,
                          None if j.start is None else j.start - replay.t0,
                          (j.end if j.end is not None else replay.end) - replay.t0)
