@@ -11,6 +11,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap-system.sh
 bash scripts/bootstrap-python.sh
 .venv/bin/ruff check .
+# Strict types on the pure core, the Slurm adapter and the controller ([tool.mypy]).
+.venv/bin/mypy
 # pyslurm (the vendored 24.11.0) runs inside the 24.11 root: build that root's venv with it
 # (once: about 3.5 minutes on 2 cores, kept with the root; a stamp check when already
 # built), so the 24.11 pass runs the pyslurm tests (tests/controller/

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..core import PerGpu, Plan
 from ..slurm.model import SlurmJob
@@ -43,8 +44,8 @@ class Action:
     def mutating(self) -> bool:
         return self.kind in (SHAPE_RELEASE, RELEASE, RAISE, LOWER, REQUEUE, SHRINK)
 
-    def as_dict(self) -> dict:
-        def shape(s: Shape | None) -> dict | None:
+    def as_dict(self) -> dict[str, Any]:
+        def shape(s: Shape | None) -> dict[str, Any] | None:
             return None if s is None else {"cpus_per_gpu": s.cpus_per_gpu,
                                            "mem_per_gpu_mb": s.mem_per_gpu_mb}
         return {"job_id": self.job_id, "action": self.kind, "before": shape(self.before),

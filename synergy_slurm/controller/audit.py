@@ -6,6 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 
 class AuditLog:
@@ -13,7 +14,8 @@ class AuditLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(self, round_id: int, mode: str, action: dict, user: str, result: str) -> None:
+    def write(self, round_id: int, mode: str, action: dict[str, Any], user: str,
+              result: str) -> None:
         line = json.dumps({
             "ts": round(time.time(), 3), "actor": "synergy-controller", "round": round_id,
             "mode": mode, "job_id": action["job_id"], "user": user, "action": action["action"],

@@ -85,7 +85,7 @@ class AutoProfiler:
             again = known is not None and known.slot in stale
             if known is not None and not again:
                 continue
-            slot = known.slot if again else (
+            slot = known.slot if known is not None and again else (
                 profile_slot(key, next(iter(types))) if len(types) == 1 else key)
             rec = records.get(slot)
             if slot in stored_now or (rec is not None and (

@@ -33,7 +33,7 @@ from ..core import (
     pick_profile,
     usable_profiles,
 )
-from ..core.pools import PoolJobs, merged_plan, plan_pools, type_order
+from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, type_order
 from ..core.usage import capped_limit
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
@@ -42,7 +42,7 @@ from ..profiles.resolve import trusted, with_owners
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.reader import SlurmReader, make_reader
-from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
+from ..slurm.writer import ChangeIgnored, NotEnforcing, Shape, SlurmWriter, Unsupported
 from ..vocabulary import MB_PER_GB
 from .actions import (
     CANNOT,
@@ -70,7 +70,7 @@ from .classify import (
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
-from .observe import Pool, merged, pools
+from .observe import pools
 from .requeue import holdings, requeue_actions, shrink_actions, shrinkable
 from .state import StateStore
 from .usage import (
@@ -134,7 +134,7 @@ class Controller:
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
         self.last_error: str | None = None   # why the last round failed, for --once
         self._profiles: dict[str, Profile] = {}
-        self._profiles_stamp: tuple | None = None
+        self._profiles_stamp: tuple[object, ...] | None = None
         self._owners: dict[str, str] = {}
         self._stale_seen: set[str] = set()
         self._logged_lowering: bool | None = None
@@ -290,9 +290,9 @@ class Controller:
             if pp.round is None:
                 continue
             fair = pp.cluster.fair
-            running = {j.job_id: j for j in mine if j.running}
+            running_by_id = {j.job_id: j for j in mine if j.running}
             pending = [j for j in mine if runnable(j, can_lower)]
-            actions += shrink_actions(pp.round.shrinks, running, fair)
+            actions += shrink_actions(pp.round.shrinks, running_by_id, fair)
             actions += reconcile_pending(pending, pp.round.plan, fair, can_lower)
             if not can_lower:
                 actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
@@ -300,7 +300,8 @@ class Controller:
                                    "this Slurm ignores lowering a job it has scheduled: "
                                    "raise the limit, or cancel and resubmit", j.user)
                             for j in mine if limit_blocked(j)]
-            actions += requeue_actions(pp.round.requeues, running, fair, self.requeue_rule)
+            actions += requeue_actions(pp.round.requeues, running_by_id, fair,
+                                       self.requeue_rule)
         plan = merged_plan(plans, self.allocator.name, self.policy.name)
         return plan, actions
 
@@ -381,8 +382,9 @@ class Controller:
                         "at most %s", v.key, v.user, v.why(), cap_text(v.cap))
             self.audit.write(rid, self.mode, {
                 "job_id": None, "action": "suspect", "before": None,
-                "after": {"profile_key": v.key, "cap_cpus_per_gpu": v.cap.cpus,
-                          "cap_mem_gb_per_gpu": round(v.cap.mem_gb, 2)},
+                "after": {"profile_key": v.key,
+                          "cap_cpus_per_gpu": v.cap.cpus if v.cap else None,
+                          "cap_mem_gb_per_gpu": round(v.cap.mem_gb, 2) if v.cap else None},
                 "reason": v.why()}, v.user, "marked")
 
     def _stale(self, rid: int) -> frozenset[str]:
@@ -420,7 +422,8 @@ class Controller:
                      self._no_shrink is None else f"left as is: {self._no_shrink}")
         return self._no_shrink is None
 
-    def _limits(self, groups: list, snap: Snapshot, can_lower: bool) -> dict[int, PerGpu]:
+    def _limits(self, groups: list[tuple[Pool, str | None, list[SlurmJob]]], snap: Snapshot,
+                can_lower: bool) -> dict[int, PerGpu]:
         """The cap the site's QOS and association limits put on each job being planned
         (:mod:`.limits`), read once a round and computed over every pool together (a
         user's limit spans partitions); none where there is no accounting."""
@@ -524,30 +527,33 @@ class Controller:
         return results, errors
 
     def _apply(self, a: Action, job: SlurmJob) -> str:
+        after = a.after
+        if after is None and a.kind != RELEASE:
+            return f"error: a {a.kind} action without a shape"
         try:
-            if a.kind == SHAPE_RELEASE:
+            if a.kind == RELEASE or after is None:
+                self.writer.release(job.job_id)
+            elif a.kind == SHAPE_RELEASE:
                 try:
-                    self.writer.reshape_pending(job, a.after)
+                    self.writer.reshape_pending(job, after)
                 finally:
                     # Never leave a job held because shaping it failed: it then runs as
                     # submitted (GPU-proportional defaults).
                     self.writer.release(job.job_id)
-            elif a.kind == RELEASE:
-                self.writer.release(job.job_id)
             elif a.kind in (RAISE, LOWER):
-                self.writer.reshape_pending(job, a.after)
+                self.writer.reshape_pending(job, after)
             elif a.kind == REQUEUE:
-                self.writer.requeue_reshape(job, a.after)
+                self.writer.requeue_reshape(job, after)
                 self.state.note_requeue(job.job_id, self.clock())
             elif a.kind == SHRINK:
-                self._shrink(job, a.after)
+                self._shrink(job, after)
             return "done"
         except ChangeIgnored as exc:
             return f"ignored: {exc}"
         except (SlurmError, Unsupported, NotEnforcing, ValueError) as exc:
             return f"error: {exc}"
 
-    def _shrink(self, job: SlurmJob, after) -> None:
+    def _shrink(self, job: SlurmJob, after: Shape) -> None:
         try:
             self.writer.lower_running_memory(job, after.mem_per_gpu_mb)
         except SlurmError as exc:
@@ -635,7 +641,7 @@ class Controller:
 
     def release_held(self) -> list[int]:
         """Release every job the hook held (on shutdown: nobody will shape them now)."""
-        released = []
+        released: list[int] = []
         try:
             snap = self.reader.snapshot()
         except SlurmError as exc:

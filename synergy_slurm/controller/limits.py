@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..core import PerGpu
-from ..slurm.limits import SiteLimits, Tres
+from ..slurm.limits import QosLimits, SiteLimits, Tres
 from ..slurm.model import SlurmJob
 from ..vocabulary import MB_PER_GB
 
@@ -56,15 +56,15 @@ def job_limits(subjects: dict[int, tuple[SlurmJob, Usage]], running: Iterable[Sl
     the proportional share, one for all or each job's (its partition's). Only jobs some
     limit covers appear in the result."""
     others = [j for j in running if j.job_id not in subjects]
-    scoped: dict[tuple, Tres] = {}
-    members: dict[tuple, list[int]] = defaultdict(list)
+    scoped: dict[tuple[str, ...], Tres] = {}
+    members: dict[tuple[str, ...], list[int]] = defaultdict(list)
     direct: dict[int, list[Tres]] = defaultdict(list)
     for jid, (job, _) in subjects.items():
         for key, tres in _scopes(job, limits):
             scoped[key] = tres
             members[key].append(jid)
         direct[jid].extend(_per_job(job, limits))
-    used: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    used: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for job in others:
         u = held(job)
         for key, _ in _scopes(job, limits):
@@ -104,13 +104,13 @@ def job_limits(subjects: dict[int, tuple[SlurmJob, Usage]], running: Iterable[Sl
     return out
 
 
-def _qos(job: SlurmJob, limits: SiteLimits):
+def _qos(job: SlurmJob, limits: SiteLimits) -> QosLimits | None:
     return limits.qos_named(job.qos or DEFAULT_QOS)
 
 
-def _scopes(job: SlurmJob, limits: SiteLimits) -> list[tuple[tuple, Tres]]:
+def _scopes(job: SlurmJob, limits: SiteLimits) -> list[tuple[tuple[str, ...], Tres]]:
     """The shared limits that cover ``job``: (scope key, limit)."""
-    out: list[tuple[tuple, Tres]] = []
+    out: list[tuple[tuple[str, ...], Tres]] = []
     q = _qos(job, limits)
     if q is not None:
         if not q.per_user.empty:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..core import Allocation, JobSpec, PerGpu, RequeueRule
+from ..core.plan import How
 from ..core.requeue import Requeue
 from ..core.shrink import Shrink
 from ..slurm.model import SlurmJob
@@ -54,7 +55,7 @@ def held_now(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu
         cur = current_shape(job, fair)
         share = PerGpu(cur.cpus_per_gpu, cur.mem_per_gpu_mb / MB_PER_GB)
         out.append((spec, Allocation(job.job_id, job.gpus, share, placement,
-                                     spec.profile.speedup(share, fair), "running")))
+                                     spec.profile.speedup(share, fair), How.RUNNING)))
     return out
 
 

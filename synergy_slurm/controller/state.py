@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..dbfile import DatabaseError, connect, has_table
 
@@ -74,14 +75,14 @@ class StateStore:
     def start_round(self, mode: str) -> int:
         cur = self.db.execute("INSERT INTO rounds (started, mode) VALUES (?, ?)",
                               (time.time(), mode))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
-    def finish_round(self, round_id: int, **fields) -> None:
+    def finish_round(self, round_id: int, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(f"UPDATE rounds SET {cols} WHERE id = ?",
                         (*fields.values(), round_id))
 
-    def record_action(self, round_id: int, action: dict, user: str, result: str) -> None:
+    def record_action(self, round_id: int, action: dict[str, Any], user: str, result: str) -> None:
         self.db.execute(
             "INSERT INTO actions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (round_id, time.time(), action["job_id"], user, action["action"],
@@ -97,7 +98,7 @@ class StateStore:
         return {r[0]: r[1] for r in self.db.execute(
             "SELECT job_id, last_requeue FROM jobs WHERE last_requeue IS NOT NULL")}
 
-    def replace_jobs(self, rows: Iterable[dict]) -> None:
+    def replace_jobs(self, rows: Iterable[dict[str, Any]]) -> None:
         """The managed jobs as of this round (jobs gone from Slurm are dropped)."""
         rows = list(rows)
         self.db.execute("BEGIN")
@@ -125,19 +126,19 @@ class StateStore:
             self.db.execute("ROLLBACK")
             raise
 
-    def jobs(self) -> list[dict]:
+    def jobs(self) -> list[dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM jobs WHERE state IS NOT NULL ORDER BY job_id")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
-    def actions_for(self, job_id: int, limit: int = 5) -> list[dict]:
+    def actions_for(self, job_id: int, limit: int = 5) -> list[dict[str, Any]]:
         """The last actions recorded for a job, oldest first."""
         cur = self.db.execute("SELECT * FROM actions WHERE job_id = ? ORDER BY ts DESC "
                               "LIMIT ?", (job_id, limit))
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur][::-1]
 
-    def last_round(self) -> dict | None:
+    def last_round(self) -> dict[str, Any] | None:
         """The last finished round, failed or not (a failed one has ``error`` set)."""
         cur = self.db.execute("SELECT * FROM rounds WHERE duration_s IS NOT NULL "
                               "ORDER BY id DESC LIMIT 1")
@@ -150,7 +151,7 @@ class StateStore:
     PROFILING_FIELDS = ("user", "for_job", "slurm_job", "status", "submitted", "finished",
                         "cpu_s", "spool", "note")
 
-    def note_profiling(self, key: str, **fields) -> None:
+    def note_profiling(self, key: str, **fields: Any) -> None:
         """Create or update the profiling record of ``key`` with the given fields."""
         bad = set(fields) - set(self.PROFILING_FIELDS)
         if bad:
@@ -165,13 +166,13 @@ class StateStore:
                         f"({', '.join('?' * len(cols))}) ON CONFLICT(key) DO UPDATE SET "
                         f"{sets}", (key, *fields.values()))
 
-    def profiling(self) -> dict[str, dict]:
+    def profiling(self) -> dict[str, dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM profiling ORDER BY submitted")
         names = [d[0] for d in cur.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
 
     # -- the closed loop (controller/usage.py) --------------------------------------------
-    def note_usage(self, rows: Iterable[dict], keep_s: float = USAGE_KEEP_S) -> None:
+    def note_usage(self, rows: Iterable[dict[str, Any]], keep_s: float = USAGE_KEEP_S) -> None:
         """The latest use of running jobs (one row per job, replaced as it runs on); rows
         not updated for ``keep_s`` are dropped (the evidence of the last month counts)."""
         self.db.execute("DELETE FROM usage WHERE at < ?", (time.time() - keep_s,))
@@ -181,7 +182,7 @@ class StateStore:
             ":observed_s, :at, :throughput, :predicted, :slot)",
             [{"throughput": None, "predicted": None, "slot": None, **r} for r in rows])
 
-    def usage(self, key: str | None = None) -> list[dict]:
+    def usage(self, key: str | None = None) -> list[dict[str, Any]]:
         return self._by_key("usage", key, "key, user, job_id")
 
     def peak_mem(self, job_ids: Iterable[int]) -> dict[int, float]:
@@ -199,22 +200,22 @@ class StateStore:
         """Drop the use measured against a profile that was just measured again."""
         self.db.execute("DELETE FROM usage WHERE slot = ?", (slot,))
 
-    def suspects(self, key: str | None = None) -> list[dict]:
+    def suspects(self, key: str | None = None) -> list[dict[str, Any]]:
         return self._by_key("suspects", key, "key, user")
 
-    def _by_key(self, table: str, key: str | None, order: str) -> list[dict]:
+    def _by_key(self, table: str, key: str | None, order: str) -> list[dict[str, Any]]:
         """Rows of a closed-loop table (all, or one key's); none from a state file of an
         earlier version, opened read-only."""
         if not has_table(self.db, table):
             return []
-        sql, args = f"SELECT * FROM {table}", ()
+        sql, args = f"SELECT * FROM {table}", tuple[str, ...]()
         if key is not None:
             sql, args = sql + " WHERE key = ?", (key,)
         cur = self.db.execute(f"{sql} ORDER BY {order}", args)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
-    def mark_suspect(self, key: str, user: str, **fields) -> None:
+    def mark_suspect(self, key: str, user: str, **fields: Any) -> None:
         cols = ["key", "user", *fields]
         sets = ", ".join(f"{k} = excluded.{k}" for k in fields)
         self.db.execute(f"INSERT INTO suspects ({', '.join(cols)}) VALUES "

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from ..core import PerGpu
 from .state import StateStore
 from .usage import cap_text
 
 
-def round_line(last: dict | None, now: float) -> str:
+def round_line(last: dict[str, Any] | None, now: float) -> str:
     """One line on the controller's last round: when, in which mode, what it did or why
     it failed."""
     if last is None:
@@ -30,13 +31,13 @@ def round_line(last: dict | None, now: float) -> str:
             f"{last['errors'] or 0} errors, {last['duration_s'] or 0:.2f} s")
 
 
-def select(jobs: Iterable[dict], user: str | None = None, job_id: int | None = None
-           ) -> list[dict]:
+def select(jobs: Iterable[dict[str, Any]], user: str | None = None, job_id: int | None = None
+           ) -> list[dict[str, Any]]:
     return [j for j in jobs if (user is None or j["user"] == user)
             and (job_id is None or j["job_id"] == job_id)]
 
 
-def table_lines(jobs: list[dict], pending_first: bool = False) -> list[str]:
+def table_lines(jobs: list[dict[str, Any]], pending_first: bool = False) -> list[str]:
     """The managed jobs, one line each (``pending_first``: waiting jobs, whose plan is
     about to be applied, before running ones)."""
     if pending_first:
@@ -44,7 +45,7 @@ def table_lines(jobs: list[dict], pending_first: bool = False) -> list[str]:
     out = [f"{'job':>8} {'user':<10} {'state':<8} {'gpus':>4} {'now c/GPU':>9} "
            f"{'plan c/GPU':>10} {'plan MB/GPU':>11} {'speedup':>7} {'profile':<12} note"]
 
-    def cell(v, w):
+    def cell(v: object, w: int) -> str:
         return f"{'-' if v is None else v:>{w}}"
 
     for j in jobs:
@@ -80,7 +81,7 @@ def suspect_lines(store: StateStore, user: str | None = None, key: str | None = 
     return mark_lines([s for s in store.suspects(key) if user is None or s["user"] == user])
 
 
-def mark_lines(marks: list[dict]) -> list[str]:
+def mark_lines(marks: list[dict[str, Any]]) -> list[str]:
     if not marks:
         return []
     out = ["\nsuspect profile keys (their jobs used far less than they were given; later "

@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config import UsageSection
 from ..core import PerGpu, Profile
@@ -65,7 +66,7 @@ def pick(watched: Iterable[Watched], limit: int) -> list[Watched]:
 
 
 def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float,
-            progress_dir: str = "") -> list[dict]:
+            progress_dir: str = "") -> list[dict[str, Any]]:
     """State rows (``StateStore.note_usage``) for the jobs sstat reported."""
     rows = []
     for w in watched:
@@ -75,9 +76,9 @@ def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float,
         elapsed = max(1.0, now - w.job.start_time)
         shape = current_shape(w.job, w.fair)
         tput = read_progress(progress_dir, w.job.job_id) if progress_dir else None
-        measured = w.profile is not None and w.profile.task == "measured"
-        predicted = (w.profile.at(shape.cpus_per_gpu, shape.mem_per_gpu_mb / MB_PER_GB)
-                     if measured and tput is not None else None)
+        prof = w.profile if w.profile is not None and w.profile.task == "measured" else None
+        predicted = (prof.at(shape.cpus_per_gpu, shape.mem_per_gpu_mb / MB_PER_GB)
+                     if prof is not None and tput is not None else None)
         rows.append({"job_id": w.job.job_id, "key": w.key, "user": w.job.user,
                      "granted_cpus": shape.cpus_per_gpu,
                      "granted_mem_gb": shape.mem_per_gpu_mb / MB_PER_GB,
@@ -135,7 +136,7 @@ def read_progress(directory: str, job_id: int) -> float | None:
     return sum(n for _, n in recent[1:]) / (recent[-1][0] - recent[0][0])
 
 
-def stale_slots(rows: Iterable[dict], rule: UsageRule, off: float) -> dict[str, str]:
+def stale_slots(rows: Iterable[dict[str, Any]], rule: UsageRule, off: float) -> dict[str, str]:
     """Measured profiles (by slot) a watched job's throughput is ``off`` times off, with
     why."""
     out = {}

@@ -60,18 +60,19 @@ def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Dem
     still takes no more than its ideal); proportional when unknown, or when the capped
     point would run slower than proportional."""
     proportional = Demand(fair, 1.0, How.PROPORTIONAL)
-    if job.profile is None or job.profile.ideal is None:
+    profile = job.profile
+    if profile is None or profile.ideal is None:
         return proportional
     caps = job_caps(job, servers)
     if not caps:
         return proportional
-    point, how = job.profile.ideal, How.IDEAL
+    point, how = profile.ideal, How.IDEAL
     if not any(point.within(cap) for cap in caps):
         # The best capped point any kind of server can hold (then the cheapest).
         point = max((point.capped(cap) for cap in caps),
-                    key=lambda p: (job.profile.speedup(p, fair), -p.cpus, -p.mem_gb))
+                    key=lambda p: (profile.speedup(p, fair), -p.cpus, -p.mem_gb))
         how = How.CAPPED
-    s = job.profile.speedup(point, fair)
+    s = profile.speedup(point, fair)
     if s < 1.0 - FLOOR_TOLERANCE:
         return proportional
     return Demand(point, s, how)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .demand import Demand, fair_capped
 from .job import JobSpec
@@ -70,7 +71,7 @@ class Ledger:
         self.free_gpus = sum(self.fg)
         self.on_server: list[dict[int, int]] = [{} for _ in self.names]
         self.held: dict[int, Held] = {}
-        self._undo: list[tuple] = []
+        self._undo: list[tuple[Any, ...]] = []
 
     # -- queries ------------------------------------------------------------------------
     def find_placement(self, job: JobSpec, share: PerGpu) -> dict[int, int] | None:

@@ -21,6 +21,7 @@ class How(StrEnum):
     PEER_DOWNGRADED = "peer-downgraded"  # lowered to let a later job in
     OPT = "opt"                          # chosen by OPT's LP
     SHRUNK = "shrunk"                    # its unused memory lowered while it runs
+    RUNNING = "running"                  # as it runs now (a requeue's starting point)
     UNSET = ""
 
 

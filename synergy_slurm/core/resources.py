@@ -86,15 +86,10 @@ class ClusterState:
 
     def free(self) -> list[Resources]:
         """Per server (in order), capacity minus reservations, never negative."""
-        held: dict[str, list] = {}
+        held: dict[str, tuple[int, int, float]] = {}
         for name, res in self.reserved:      # summed in order, as floats must be
-            h = held.get(name)
-            if h is None:
-                held[name] = [res.gpus, res.cpus, res.mem_gb]
-            else:
-                h[0] += res.gpus
-                h[1] += res.cpus
-                h[2] += res.mem_gb
+            hg, hc, hm = held.get(name, (0, 0, 0.0))
+            held[name] = (hg + res.gpus, hc + res.cpus, hm + res.mem_gb)
         out = []
         for s in self.servers:
             c, h = s.capacity, held.get(s.name)

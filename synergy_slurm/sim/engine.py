@@ -304,9 +304,8 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
 
 
 def _scheduler(config: SimConfig) -> tuple[Policy, Allocator]:
-    opts = {"time_limit_s": config.opt_time_limit_s} if config.allocator == "opt" else {}
     return get_policy(config.policy), get_allocator(config.allocator, config.placement,
-                                                    **opts)
+                                                    config.opt_time_limit_s)
 
 
 def _first_arrival(trace: Iterable[TraceJob], rnd: float

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from ..errors import BadInputError
 from .model import NodeAlloc, Skipped, SlurmJob, SlurmNode, SlurmPartition
 from .release import Release
 from .units import size_mb, tres_items
+
+T = TypeVar("T")
 
 
 class ParseError(BadInputError):
@@ -150,7 +152,9 @@ def expand_hostlist(spec: str) -> list[str]:
 
 
 def _split_top(spec: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in spec:
         if ch == "[":
             depth += 1
@@ -165,12 +169,12 @@ def _split_top(spec: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
-def load_document(raw: str | bytes | Mapping, key: str) -> list[Any]:
+def load_document(raw: str | bytes | Mapping[str, Any], key: str) -> list[Any]:
     """The list under ``key`` of a JSON document from squeue/sinfo."""
     return _document(raw, key)[1]
 
 
-def _document(raw: str | bytes | Mapping, key: str) -> tuple[dict, list[Any]]:
+def _document(raw: str | bytes | Mapping[str, Any], key: str) -> tuple[dict[str, Any], list[Any]]:
     """The document (the command's JSON text, or the same already as a dict: the pyslurm
     reader's) and its list of records under ``key``."""
     try:
@@ -185,7 +189,12 @@ def _document(raw: str | bytes | Mapping, key: str) -> tuple[dict, list[Any]]:
     return doc, records
 
 
-def version_of(raw: str | bytes | Mapping) -> str:
+def obj(value: Any) -> Mapping[str, Any]:
+    """A JSON record's object field as a mapping; empty when absent or of another type."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def version_of(raw: str | bytes | Mapping[str, Any]) -> str:
     """The Slurm release a JSON document (or its text) says it came from; "" if none."""
     try:
         doc = raw if isinstance(raw, Mapping) else json.loads(raw)
@@ -202,9 +211,11 @@ def version_of(raw: str | bytes | Mapping) -> str:
 
 
 # -- jobs --------------------------------------------------------------------------------
-def _each(records: list[Any], parse, what: str, ident: str) -> tuple[list, list[Skipped]]:
+def _each(records: list[Any], parse: Callable[[Any], T], what: str, ident: str
+          ) -> tuple[list[T], list[Skipped]]:
     """Parse every record on its own; a bad one becomes a Skipped with the reason."""
-    good, skipped = [], []
+    good: list[T] = []
+    skipped: list[Skipped] = []
     for rec in records:
         try:
             good.append(parse(rec))
@@ -214,7 +225,7 @@ def _each(records: list[Any], parse, what: str, ident: str) -> tuple[list, list[
     return good, skipped
 
 
-def parse_jobs(raw: str | bytes | Mapping) -> tuple[list[SlurmJob], list[Skipped]]:
+def parse_jobs(raw: str | bytes | Mapping[str, Any]) -> tuple[list[SlurmJob], list[Skipped]]:
     doc, records = _document(raw, "jobs")
     try:
         blurred = Release.parse(version_of(doc)).blurs_request_memory
@@ -425,7 +436,7 @@ def _count_cores(sockets: Any) -> int:
 
 
 # -- nodes -------------------------------------------------------------------------------
-def parse_nodes(raw: str | bytes | Mapping) -> tuple[list[SlurmNode], list[Skipped]]:
+def parse_nodes(raw: str | bytes | Mapping[str, Any]) -> tuple[list[SlurmNode], list[Skipped]]:
     return _each(load_document(raw, "nodes"), parse_node, "node", "name")
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI, SlurmError
 from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qos
-from .model import Skipped, SlurmJob, Snapshot
+from .model import NodeAlloc, Skipped, SlurmJob, Snapshot
 from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
 from .pyslurm_records import allocation, job_record, meta, node_record
 from .release import Release, detect
@@ -117,8 +118,8 @@ class SlurmReader:
         return parse_kv_line(line)
 
 
-def build_snapshot(jobs_raw: str | Mapping, nodes_raw: str | Mapping, parts_raw: str
-                   ) -> Snapshot:
+def build_snapshot(jobs_raw: str | Mapping[str, Any], nodes_raw: str | Mapping[str, Any],
+                   parts_raw: str) -> Snapshot:
     jobs, js = parse_jobs(jobs_raw)
     nodes, ns = parse_nodes(nodes_raw)
     parts, ps = parse_partitions(parts_raw)
@@ -147,7 +148,7 @@ def make_reader(cli: SlurmCLI, choice: str = "auto") -> SlurmReader:
     if choice == "json":
         return SlurmReader(cli)
     try:
-        import pyslurm  # type: ignore[import-not-found]
+        import pyslurm
     except ImportError as exc:
         return _fall_back(cli, choice, f"pyslurm is not importable ({exc})")
     built = str(getattr(pyslurm, "__version__", ""))
@@ -187,7 +188,7 @@ class PyslurmReader(SlurmReader):
     The records go through the same parser as the JSON reader's
     (:mod:`.pyslurm_records`). Only chosen by :func:`make_reader`."""
 
-    def __init__(self, cli: SlurmCLI, module, release: Release) -> None:
+    def __init__(self, cli: SlurmCLI, module: Any, release: Release) -> None:
         super().__init__(cli, release)
         self.pyslurm = module
 
@@ -219,7 +220,7 @@ class PyslurmReader(SlurmReader):
         return replace(snap, jobs=jobs, skipped=(*bad, *snap.skipped))
 
     @staticmethod
-    def _allocation(d, job: SlurmJob) -> tuple:
+    def _allocation(d: object, job: SlurmJob) -> tuple[NodeAlloc, ...]:
         if not isinstance(d, Mapping):
             return ()
         try:

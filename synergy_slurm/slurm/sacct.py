@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from ..vocabulary import not_reshaped
 from .commands import SlurmCLI, SlurmError
 from .model import Skipped
-from .parse import ParseError, accounting_state, expand_hostlist, num, text
+from .parse import ParseError, accounting_state, expand_hostlist, num, obj, text
 from .submit_line import request
 from .units import size_mb, tres_items
 
@@ -159,7 +159,7 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
     end = num(t.get("end")) or None
     state = rec.get("state")
     current = accounting_state(state.get("current") if isinstance(state, Mapping) else state)
-    tres = rec.get("tres") if isinstance(rec.get("tres"), Mapping) else {}
+    tres = obj(rec.get("tres"))
     alloc = _tres_json(tres.get("allocated") or [])
     req = _tres_json(tres.get("requested") or [])
     used = alloc if alloc.get("gres/gpu") or alloc.get("cpu") else req
@@ -171,8 +171,8 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
         comment = comment.get("job")
     nodes = text(rec.get("nodes"))
     limit_min = num(t.get("limit"), None)
-    het = rec.get("het") if isinstance(rec.get("het"), Mapping) else {}
-    resv = rec.get("reservation") if isinstance(rec.get("reservation"), Mapping) else {}
+    het = obj(rec.get("het"))
+    resv = obj(rec.get("reservation"))
     job = _job(job_id, text(rec.get("user")), text(rec.get("account")),
                 text(rec.get("partition")), text(rec.get("name")), text(comment),
                 current, submit, num(t.get("eligible")) or submit, start, end,

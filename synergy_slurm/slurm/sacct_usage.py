@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model import Skipped
-from .parse import ParseError, num, text
+from .parse import ParseError, num, obj, text
 from .sacct import each_json_job, id_and_times
 from .units import duration_s, size_mb, tres_items
 
@@ -67,7 +67,7 @@ class UsageRead:
 
     jobs: dict[int, JobUsage] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
-    unknown: Counter = field(default_factory=Counter)
+    unknown: Counter[str] = field(default_factory=Counter)
 
 
 def parse_usage(raw: str) -> UsageRead:
@@ -85,12 +85,12 @@ def parse_usage_json(raw: str) -> UsageRead:
     return out
 
 
-def _json_job(rec: Mapping[str, Any], unknown: Counter) -> JobUsage | None:
+def _json_job(rec: Mapping[str, Any], unknown: Counter[str]) -> JobUsage | None:
     job_id, t = id_and_times(rec)
     elapsed = num(t.get("elapsed"), 0) or 0
     if elapsed <= 0:
         return None                      # never ran: nothing used
-    tres = rec.get("tres") if isinstance(rec.get("tres"), Mapping) else {}
+    tres = obj(rec.get("tres"))
     alloc = _tres_counts(tres.get("allocated"))
     cpus = int(alloc.get("cpu", 0))
     steps = rec.get("steps")
@@ -181,11 +181,11 @@ def parse_usage_text(raw: str) -> UsageRead:
         if not m:
             out.skipped.append(Skipped(f"line {n}", f"job id {r['JobIDRaw']!r}"))
             continue
-        job = rows.setdefault(int(m[1]), {"steps": []})
+        row = rows.setdefault(int(m[1]), {"steps": []})
         if m[2] is None:
-            job["alloc"] = r
+            row["alloc"] = r
         else:
-            job["steps"].append(r)
+            row["steps"].append(r)
     for job_id, parts in rows.items():
         try:
             job = _text_job(job_id, parts, out.unknown)
@@ -197,7 +197,8 @@ def parse_usage_text(raw: str) -> UsageRead:
     return out
 
 
-def _text_job(job_id: int, parts: Mapping[str, Any], unknown: Counter) -> JobUsage | None:
+def _text_job(job_id: int, parts: Mapping[str, Any], unknown: Counter[str]
+              ) -> JobUsage | None:
     alloc = parts.get("alloc")
     if alloc is None:
         raise ValueError("steps without their job's line")

@@ -86,7 +86,7 @@ def test_tune_places_every_job_the_gpus_admit(allocator, cluster, jobs):
 @given(cluster=clusters(), jobs=job_mixes())
 def test_opt_bound_above_every_plan(cluster, jobs):
     policy = get_policy("fifo")
-    opt = make_plan(jobs, cluster, policy, get_allocator("opt", time_limit_s=10), now=0)
+    opt = make_plan(jobs, cluster, policy, get_allocator("opt", opt_time_limit_s=10), now=0)
     assert opt.fallback is None
     assert opt.bound is not None
     for name in ("tune-ref", "tune", "proportional"):

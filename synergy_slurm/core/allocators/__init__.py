@@ -10,14 +10,16 @@ from .tune_ref import RefTuneAllocator
 ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "opt")
 
 
-def get_allocator(name: str, placement: str | None = None, **opts: float) -> Allocator:
+def get_allocator(name: str, placement: str | None = None,
+                  opt_time_limit_s: float = 1.5) -> Allocator:
     """An allocator by name: proportional, greedy, tune-ref, tune or opt.
 
     ``tune`` is TUNE with interpolation (the default: it measures better, see
     benchmarks/core_round.py --opt-gap); ``tune-ref`` is the reference's TUNE rule for rule
     (tune_ref.py: used to reproduce the paper). ``placement`` (ledger.PLACEMENTS) overrides
     how GPUs are chosen: each allocator's default is the one it measured best with
-    (tune-ref: the reference's "first-free").
+    (tune-ref: the reference's "first-free"). ``opt_time_limit_s``: OPT's wall-time
+    safety net.
     """
     key = name.lower()
     alloc: Allocator
@@ -30,7 +32,7 @@ def get_allocator(name: str, placement: str | None = None, **opts: float) -> All
     elif key == "tune":
         alloc = TuneAllocator()
     elif key == "opt":
-        alloc = OptAllocator(**opts)
+        alloc = OptAllocator(time_limit_s=opt_time_limit_s)
     else:
         raise ValueError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATOR_NAMES)}")
     if placement is not None:

@@ -158,9 +158,9 @@ def solve_stage2(jobs: list[JobSpec], choice: dict[int, Demand], ledger: Ledger,
         waiting = iter(types[key])
         for s in np.argsort(-x[t], kind="stable"):
             for _ in range(int(np.floor(x[t, s] + 1e-6))):
-                job = next(waiting, None)
-                if job is not None:
-                    whole[job.id] = servers[int(s)]
+                nxt = next(waiting, None)
+                if nxt is not None:
+                    whole[nxt.id] = servers[int(s)]
     return whole
 
 

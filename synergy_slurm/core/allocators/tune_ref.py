@@ -65,7 +65,7 @@ def _reference(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]
                ) -> tuple[PerGpu, float, How]:
     prof = job.profile
     if prof is None or prof.ideal is None or not servers:
-        return fair, 1.0, "proportional"
+        return fair, 1.0, How.PROPORTIONAL
     size = max(s.capacity for s in servers)
     g = job.gpus
     ideal = prof.ideal
