@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from synergy_slurm.core import ClusterState, get_allocator, get_policy, make_plan
-from synergy_slurm.core.allocators.base import admissible
+from synergy_slurm.core.allocators.base import admitted_at_once
 from synergy_slurm.core.allocators.opt import OptAllocator, candidates
 from synergy_slurm.core.allocators.opt_solve import solve_stage1
 from synergy_slurm.core.ledger import Ledger
@@ -40,11 +40,8 @@ def time_plan(name: str, jobs, cluster, repeat: int) -> float:
     for _ in range(repeat):
         t0 = time.perf_counter()
         if name == "opt-stage1":
-            ledger = Ledger(cluster)
-            admitted = []
-            for job in admissible(fifo.order(jobs, 0), ledger, {}):
-                admitted.append(job)
-                ledger.free_gpus -= job.gpus
+            admitted = admitted_at_once(fifo.order(jobs, 0), cluster, Ledger(cluster).free_gpus,
+                                        {})
             solve_stage1(admitted, [candidates(j, cluster) for j in admitted], Ledger(cluster),
                          max_nodes=OptAllocator().max_nodes, time_limit_s=30)
         else:

@@ -76,6 +76,18 @@ def admissible(jobs: Sequence[JobSpec], cluster: ClusterState, free_gpus: Callab
             skipped[job.id] = reason
 
 
+def admitted_at_once(jobs: Sequence[JobSpec], cluster: ClusterState, free_gpus: int,
+                     skipped: dict[int, str]) -> list[JobSpec]:
+    """The jobs an allocator that places all at once (OPT) may consider: each admissible
+    one counted against the ``free_gpus`` left by the jobs before it."""
+    left = [free_gpus]
+    out = []
+    for job in admissible(jobs, cluster, lambda: left[0], skipped):
+        out.append(job)
+        left[0] -= job.gpus
+    return out
+
+
 def gpu_shortfall(gpus: int, total: int, free: int) -> str | None:
     if gpus > total:
         return f"needs {gpus} GPUs, the cluster has {total}"

@@ -30,7 +30,7 @@ from ..job import JobSpec
 from ..ledger import Ledger
 from ..plan import How, Plan
 from ..resources import MEM_EPS, ClusterState, PerGpu
-from .base import Allocator, admissible
+from .base import Allocator, admitted_at_once
 from .tune import TuneAllocator, place_tuned, upgrade_lowered
 
 
@@ -59,12 +59,8 @@ class OptAllocator(Allocator):
 
         ledger = Ledger(cluster, self.placement)
         skipped: dict[int, str] = {}
-        admitted: list[JobSpec] = []
         # Each admitted job counts against the free GPUs: stage 1 decides the rest.
-        left = [ledger.free_gpus]
-        for job in admissible(jobs, cluster, lambda: left[0], skipped):
-            admitted.append(job)
-            left[0] -= job.gpus
+        admitted = admitted_at_once(jobs, cluster, ledger.free_gpus, skipped)
         if not admitted:
             return ledger.to_plan(skipped, self.name, bound=0.0)
         cands = [candidates(j, cluster) for j in admitted]
