@@ -99,10 +99,6 @@ class GpuRequest:
     # synergy.own=KEY, so the controller knows on every release); "" when none.
     own_shape: str = ""
 
-    @property
-    def wants_gpus(self) -> bool:
-        return bool(self.per_job or self.per_node or self.per_task or self.per_socket)
-
 
 def not_reshaped(req: GpuRequest) -> str | None:
     """Why synergy leaves this GPU request as submitted, or None when it reshapes it.

@@ -80,8 +80,3 @@ class Plan:
         """Total normalised throughput: the sum of the admitted jobs' speedups."""
         return sum(a.speedup for a in self.allocations)
 
-    def used_on(self, server: str) -> Resources:
-        tot = Resources()
-        for a in self.allocations:
-            tot = tot + a.on(server)
-        return tot

@@ -18,7 +18,7 @@ from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI, SlurmError
 from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qos
 from .model import NodeAlloc, Skipped, SlurmJob, Snapshot
-from .parse import parse_jobs, parse_kv_line, parse_nodes, parse_partitions, version_of
+from .parse import parse_jobs, parse_nodes, parse_partitions, version_of
 from .pyslurm_records import allocation, job_record, meta, node_record
 from .release import Release, detect
 from .sstat import SSTAT_FIELDS, JobUse, parse_sstat, sstat_name
@@ -111,11 +111,6 @@ class SlurmReader:
             out.update({names[n]: u for n, u in got.items() if n in names})
         return out
 
-    def job_fields(self, job_id: int) -> dict[str, str]:
-        """``scontrol show job -o J`` as a dict: the cheap read-back after an update."""
-        out = self.cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
-        line = out.strip().splitlines()[0] if out.strip() else ""
-        return parse_kv_line(line)
 
 
 def build_snapshot(jobs_raw: str | Mapping[str, Any], nodes_raw: str | Mapping[str, Any],

@@ -13,11 +13,10 @@ import pytest
 
 from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.slurm.parse import gpu_count
-from synergy_slurm.slurm.reader import SlurmReader
 
 from ..conftest import slurm_section
 from ..hook.test_hook_on_slurm import make_table
-from ..slurm.helpers import cancel_all, per_gpu, wait_file, wait_for
+from ..slurm.helpers import cancel_all, job_fields, per_gpu, wait_file, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -52,7 +51,7 @@ def queued(cli) -> list[str]:
 
 
 def fields(cli, job_id: int) -> dict[str, str]:
-    return SlurmReader(cli).job_fields(job_id)
+    return job_fields(cli, job_id)
 
 
 def test_synergy_options_reach_slurm_and_the_hook(sbatch, slurm_cli, tmp_path):

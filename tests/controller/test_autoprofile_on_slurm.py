@@ -22,7 +22,7 @@ from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.profiles.store import ProfileStore
 
 from ..conftest import UNPRIVILEGED_USER
-from ..slurm.helpers import cancel_all, wait_for
+from ..slurm.helpers import cancel_all, job_fields, wait_for
 from .conftest import load
 
 pytestmark = pytest.mark.slurm
@@ -66,7 +66,7 @@ def test_unknown_key_is_profiled_as_the_user_and_then_used(env, user_dir, paper_
     res = ctl.run_round()
     [ev] = res.profiling
     assert (ev.what, ev.key, ev.user, ev.for_job) == ("submitted", "auto-res18", USER, first)
-    job = ctl.reader.job_fields(ev.slurm_job)
+    job = job_fields(ctl.reader.cli, ev.slurm_job)
     assert job["UserId"].startswith(f"{USER}(") and job["GroupId"].startswith(f"{USER}(")
     assert job["Nice"] == "10000" and job["TimeLimit"] == "00:03:00"
     assert "synergy:off" in job["Comment"] and job["JobName"] == "synergy-profile-auto-res18"
@@ -138,7 +138,7 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
 def submit_line(env, ctl, job_id: int) -> str:
     """The job's command line with its arguments: 22.05's ``Command`` shows them, 26.05's
     ``SubmitLine``; 24.11's ``scontrol`` shows neither, its accounting record does."""
-    fields = ctl.reader.job_fields(job_id)
+    fields = job_fields(ctl.reader.cli, job_id)
     if "SubmitLine" in fields or " " in fields["Command"]:
         return fields.get("SubmitLine", fields["Command"])
     for _ in range(20):

@@ -25,7 +25,7 @@ from synergy_slurm.hook.table import TABLE_NAME, HookTable
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
+from ..slurm.helpers import cancel_all, job_fields, submit, wait_file, wait_for
 from .conftest import load
 
 pytestmark = pytest.mark.slurm
@@ -51,7 +51,7 @@ def test_dry_run_prints_actions_and_changes_nothing(env):
     # An unknown profile: the hook holds it unshaped; the plan gives it proportional.
     jid = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=bert", "-o", "/dev/null",
                  tmp=tmp)
-    before = SlurmReader(cli).job_fields(jid)
+    before = job_fields(cli, jid)
     res = CliRunner().invoke(main, ["controller", "run", "--config", str(env["cfg_path"]),
                                     "--once", "--dry-run", "--format", "json"])
     assert res.exit_code == 0, res.output
@@ -60,7 +60,7 @@ def test_dry_run_prints_actions_and_changes_nothing(env):
                      "before": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
                      "after": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
                      "reason": "proportional share, speedup 1.00x"}]
-    after = SlurmReader(cli).job_fields(jid)
+    after = job_fields(cli, jid)
     for key in ("JobState", "Priority", "CpusPerTres", "MemPerTres", "NumCPUs"):
         assert after.get(key) == before.get(key), key
     audit = [json.loads(line) for line in (tmp / "audit.jsonl").read_text().splitlines()]
@@ -321,7 +321,7 @@ def test_reserved_nodes_are_not_planned_and_jobs_in_a_reservation_are_left_alone
         out = tmp / "resv.out"
         jid = submit(cli, REPORT, "--gpus=1", "--reservation=synergy-t",
                      "--comment=synergy:profile=alexnet", "-o", str(out), tmp=tmp)
-        fields = SlurmReader(cli).job_fields(jid)
+        fields = job_fields(cli, jid)
         assert "synergy" not in fields.get("AdminComment", "")
         res = Controller(load(env)).run_round()
         assert res.skipped[jid] == "jobs in a reservation are not reshaped"
@@ -378,7 +378,7 @@ def test_the_closed_loop_catches_a_key_that_sleeps_and_not_an_honest_one(env):
     res = ctl.run_round()
     [act] = [a for a in res.actions if a.job_id == nxt]
     assert act.after.cpus_per_gpu == 3, act
-    assert SlurmReader(cli).job_fields(nxt)["CpusPerTres"].endswith(":3")
+    assert job_fields(cli, nxt)["CpusPerTres"].endswith(":3")
 
 
 def test_a_measured_profile_far_off_a_jobs_progress_is_stale(env):

@@ -15,7 +15,7 @@ from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..slurm.helpers import submit, wait_file
+from ..slurm.helpers import job_fields, submit, wait_file
 from .conftest import load
 from .test_controller_on_slurm import fake_bin, fresh_table, held_ids
 
@@ -169,7 +169,7 @@ def watch(env, loop, table, ages, rounds, t0) -> int | None:
             mid = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=gnmt",
                          "-o", str(tmp / "mid"), tmp=tmp)
             reader = SlurmReader(cli)
-            fields = reader.job_fields(mid)
+            fields = job_fields(reader.cli, mid)
             tags = fields.get("AdminComment", "")
             # Held for the controller's shape, or, where Slurm honours lowering a scheduled
             # job (26.05), shaped by the hook at once and not held (test_hold_free_on_slurm).

@@ -12,7 +12,7 @@ from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..slurm.helpers import cancel_all, per_gpu, submit, wait_file, wait_for
+from ..slurm.helpers import cancel_all, job_fields, per_gpu, submit, wait_file, wait_for
 from .conftest import load
 from .test_controller_on_slurm import REPORT
 
@@ -87,7 +87,7 @@ def test_a_qos_per_user_core_limit_caps_the_raise(env, qos):
     deadline = time.monotonic() + 15             # two scheduler passes
     while "Limit" not in fields.get("Reason", "") and time.monotonic() < deadline:
         time.sleep(0.5)
-        fields = SlurmReader(cli).job_fields(jid)
+        fields = job_fields(cli, jid)
     assert fields["JobState"] == "PENDING" and "QOSMaxCpuPerUserLimit" in fields["Reason"], \
         fields
     cli.run("scancel", [str(jid)])

@@ -13,7 +13,7 @@ from synergy_slurm.core import get_policy
 from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..slurm.helpers import cancel_all, submit, wait_for
+from ..slurm.helpers import cancel_all, job_fields, submit, wait_for
 
 pytestmark = pytest.mark.slurm
 WHOLE_CLUSTER = ("-N4", "--gpus-per-node=8")
@@ -46,7 +46,7 @@ def test_plan_order_is_the_order_slurm_starts_jobs_in(slurm_cli, slurm_cluster, 
     for jid in ids:
         wait_for(slurm_cli, jid, {"COMPLETED"}, 90)
     reader = SlurmReader(slurm_cli)
-    starts = {jid: reader.job_fields(jid)["StartTime"] for jid in ids}   # ISO, sortable
+    starts = {jid: job_fields(reader.cli, jid)["StartTime"] for jid in ids}   # ISO, sortable
     assert len(set(starts.values())) == 3          # one at a time: each needs every GPU
     assert sorted(ids, key=starts.__getitem__) == ours, starts
 
@@ -97,4 +97,4 @@ def fair_share_reorders(slurm_cli, slurm_cluster, tmp_path, whole: tuple[str, ..
     for jid in (older, newer):
         wait_for(slurm_cli, jid, {"COMPLETED"}, 90)
     reader = SlurmReader(slurm_cli)
-    assert reader.job_fields(newer)["StartTime"] < reader.job_fields(older)["StartTime"]
+    assert job_fields(reader.cli, newer)["StartTime"] < job_fields(reader.cli, older)["StartTime"]

@@ -10,20 +10,12 @@ from hypothesis import strategies as st
 
 from synergy_slurm.core import ALLOCATOR_NAMES, PerGpu, get_allocator, get_policy, make_plan
 
+from .plan_checks import check_capacity
 from .strategies import clusters, job_mixes
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 FLOOR = 1 - 1e-9
-
-
-def check_capacity(plan, cluster):
-    free = dict(zip((s.name for s in cluster.servers), cluster.free(), strict=True))
-    for name, cap in free.items():
-        used = plan.used_on(name)
-        assert used.gpus <= cap.gpus, (name, used, cap)
-        assert used.cpus <= cap.cpus, (name, used, cap)
-        assert used.mem_gb <= cap.mem_gb + 2e-6, (name, used, cap)
 
 
 @pytest.mark.parametrize("allocator", ALLOCATOR_NAMES)

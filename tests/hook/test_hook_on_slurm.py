@@ -19,7 +19,7 @@ from synergy_slurm.slurm.parse import per_gpu_value
 from synergy_slurm.slurm.reader import SlurmReader
 
 from ..conftest import slurm_section
-from ..slurm.helpers import cancel_all, per_gpu, submit, wait_file, wait_for
+from ..slurm.helpers import cancel_all, job_fields, per_gpu, submit, wait_file, wait_for
 from .gen import option_sets
 
 pytestmark = pytest.mark.slurm
@@ -62,7 +62,7 @@ def test_known_profile_starts_with_the_table_shape(hook_etc, slurm_cli, tmp_path
                  "-o", str(out), tmp=tmp_path)
     wait_for(slurm_cli, jid, {"COMPLETED"})
     assert "cpus=9" in out.read_text()
-    fields = SlurmReader(slurm_cli).job_fields(jid)
+    fields = job_fields(slurm_cli, jid)
     assert per_gpu(fields, "CpusPerTres") == 9 and per_gpu(fields, "MemPerTres") == 62500
     assert "synergy.managed=1,synergy.profile=res18" in fields.get("AdminComment", "")
 
@@ -96,7 +96,7 @@ def test_unknown_key_non_gpu_and_no_table_pass_untouched(hook_etc, slurm_cli, tm
     wait_for(slurm_cli, j1, {"COMPLETED"})
     wait_for(slurm_cli, j2, {"COMPLETED"})
     assert "cpus=3" in out1.read_text() and "cpus=2" in out2.read_text()
-    f2 = SlurmReader(slurm_cli).job_fields(j2)
+    f2 = job_fields(slurm_cli, j2)
     assert "synergy" not in f2.get("AdminComment", "")
 
 
@@ -158,7 +158,7 @@ def test_opted_out_user_passes_untouched(hook_etc, slurm_cli, unprivileged_user)
         jid = int(res.stdout.strip())
         wait_for(slurm_cli, jid, {"COMPLETED"})
         assert "cpus=3" in out.read_text()
-        fields = SlurmReader(slurm_cli).job_fields(jid)
+        fields = job_fields(slurm_cli, jid)
         assert "synergy" not in fields.get("AdminComment", "")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -262,7 +262,7 @@ def test_a_sites_own_hook_and_synergys_apply_to_the_same_jobs(hook_etc, slurm_cl
         jid = submit(slurm_cli, REPORT, "--gpus=1", "--comment=synergy:profile=res18",
                      "-o", str(out), tmp=tmp_path)
         wait_for(slurm_cli, jid, {"COMPLETED"})
-        fields = SlurmReader(slurm_cli).job_fields(jid)
+        fields = job_fields(slurm_cli, jid)
         assert fields["Partition"] == "gpu" and "cpus=9" in out.read_text()
         assert "synergy.managed=1,synergy.profile=res18" in fields.get("AdminComment", "")
     finally:

@@ -6,8 +6,14 @@ import time
 from pathlib import Path
 
 from synergy_slurm.slurm.commands import SlurmCLI
-from synergy_slurm.slurm.parse import per_gpu_value
-from synergy_slurm.slurm.reader import SlurmReader
+from synergy_slurm.slurm.parse import parse_kv_line, per_gpu_value
+
+
+def job_fields(cli: SlurmCLI, job_id: int) -> dict[str, str]:
+    """``scontrol show job -o J`` as a dict (what a test checks a job by)."""
+    out = cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
+    line = out.strip().splitlines()[0] if out.strip() else ""
+    return parse_kv_line(line)
 
 
 def submit(cli: SlurmCLI, script: str, *opts: str, tmp: Path) -> int:
@@ -18,11 +24,10 @@ def submit(cli: SlurmCLI, script: str, *opts: str, tmp: Path) -> int:
 
 
 def wait_for(cli: SlurmCLI, job_id: int, states: set[str], timeout_s: float = 60) -> dict:
-    reader = SlurmReader(cli)
     deadline = time.monotonic() + timeout_s
     fields: dict = {}
     while time.monotonic() < deadline:
-        fields = reader.job_fields(job_id)
+        fields = job_fields(cli, job_id)
         if fields.get("JobState") in states:
             return fields
         time.sleep(0.3)

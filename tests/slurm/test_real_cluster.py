@@ -10,7 +10,7 @@ from synergy_slurm.devcluster import release_info
 from synergy_slurm.slurm.reader import SlurmReader
 from synergy_slurm.slurm.writer import NotEnforcing, Shape, SlurmWriter
 
-from .helpers import cancel_all, per_gpu, submit, wait_file, wait_for
+from .helpers import cancel_all, job_fields, per_gpu, submit, wait_file, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -103,8 +103,8 @@ def test_writer_refuses_unless_enforcing(slurm_cli, tmp_path):
     writer = SlurmWriter(slurm_cli, enforce=False)
     with pytest.raises(NotEnforcing):
         writer.reshape_pending(job, Shape(4, 1000))
-    assert "CpusPerTres" not in SlurmReader(slurm_cli).job_fields(job_id) or \
-        SlurmReader(slurm_cli).job_fields(job_id)["CpusPerTres"] != "gres:gpu:4"
+    assert "CpusPerTres" not in job_fields(slurm_cli, job_id) or \
+        job_fields(slurm_cli, job_id)["CpusPerTres"] != "gres:gpu:4"
 
 
 def test_a_pending_arrays_record_says_how_many_tasks_it_stands_for(slurm_cli, tmp_path):

@@ -17,7 +17,7 @@ from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.reader import SlurmReader
 from synergy_slurm.slurm.writer import Shape, SlurmWriter
 
-from .helpers import cancel_all, submit, wait_file, wait_for
+from .helpers import cancel_all, job_fields, submit, wait_file, wait_for
 from .test_real_cluster import REPORT
 
 pytestmark = pytest.mark.slurm
@@ -244,7 +244,7 @@ def test_where_cons_tres_puts_gpu_jobs(slurm_cli, tmp_path, release):
     running(run("--gpus=6", "-w", "n4"))                         # free: 0, 3, 0, 2
     per_node = run("--gres=gpu:4", "-N1")                        # no node has 4 free
     time.sleep(7)                                                # past a scheduler pass
-    waits = SlurmReader(slurm_cli).job_fields(per_node).get("JobState")
+    waits = job_fields(slurm_cli, per_node).get("JobState")
     slurm_cli.run("scancel", [str(per_node)])
     spread_on = running(run("--gpus=4", "--cpus-per-gpu=2", "--mem-per-gpu=1000"))
     expect({"22.05": ("n1", "PENDING", "n[2,4]"), "24.11": ("n4", "PENDING", "n[1-2]"),
