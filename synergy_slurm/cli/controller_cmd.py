@@ -44,6 +44,11 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     Modes: observe (default: plan, and record the plan for `synergy status` and the audit
     log, sending nothing to Slurm) and enforce (act). --dry-run forces observe. Every
     action is written to the audit log ([controller] audit_log) whatever the mode.
+
+    What this Slurm allows (lowering scheduled jobs, lowering running jobs' memory, which
+    needs PrologFlags=Contain) is read at the first round and logged; SIGHUP reads it
+    again (e.g. after slurm.conf changed or Slurm was upgraded). SIGTERM stops after the
+    current round and releases the jobs the hook held.
     """
     cfg = config_or_exit(config_path)
     effective = "observe" if dry_run else (mode or cfg.controller.mode)
@@ -54,6 +59,8 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+        # What this Slurm allows (release, PrologFlags=Contain) is read again next round.
+        signal.signal(signal.SIGHUP, lambda *_: ctl.refresh())
 
     def show(res: RoundResult) -> None:
         if once and fmt == "json":

@@ -32,8 +32,9 @@ from ..core import Profile, pick_profile, profile_slot
 from ..profiles.store import ProfileStore
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
+from ..slurm.ports import Writer
 from ..slurm.profiling_job import profiling_job_options
-from ..slurm.writer import NotEnforcing, SlurmWriter
+from ..slurm.writer import NotEnforcing
 from ..vocabulary import KEY_RE, LIVE_STATES
 from .classify import dataset_gb, profile_key
 from .state import StateStore
@@ -55,7 +56,7 @@ class ProfilingEvent:
 
 
 class AutoProfiler:
-    def __init__(self, cfg: Config, writer: SlurmWriter, state: StateStore,
+    def __init__(self, cfg: Config, writer: Writer, state: StateStore,
                  mode: str) -> None:
         self.cfg = cfg
         self.p = cfg.profiling

@@ -1,12 +1,18 @@
 """One controller round, and the loop around it.
 
-A round: observe (one batched read of Slurm) -> plan (the core, with the configured policy
-and allocator) -> reconcile (the fewest actions that make Slurm match the plan) -> act
-(through the writer, which refuses unless enforcing) -> record (SQLite, audit log,
-metrics). A failed read skips the round and backs off; a failed action is logged, counted
-and retried by the next round's plan. Stopping (SIGTERM) ends after the current round and,
-when enforcing, releases every job the hook held so that none waits for a controller that
-is gone.
+A round is five steps over one :class:`RoundContext`: observe (one batched read of Slurm,
+the profiles, the pools) -> classify (which jobs are synergy's) -> plan (the core, with the
+configured policy and allocator, reconciled into the fewest actions that make Slurm match
+the plan) -> act (through the writer, which refuses unless enforcing; each action ends as a
+typed :class:`Outcome`) -> record (SQLite, audit log, metrics). Between classify and plan,
+side steps run in one isolation wrapper (:meth:`Controller._side_step`): watching usage,
+writing the hook table, automatic profiling; a failure there is logged and counted, never
+the end of the round. What this Slurm allows is worked out once (:mod:`.capabilities`).
+
+A failed read skips the round and backs off; a failed action is logged, counted and retried
+by the next round's plan. Stopping (SIGTERM) ends after the current round and, when
+enforcing, releases every job the hook held so that none waits for a controller that is
+gone.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from ..config import Config
 from ..core import (
-    ClusterState,
     JobSpec,
     PerGpu,
     Plan,
@@ -41,8 +47,9 @@ from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import SlurmJob, Snapshot
-from ..slurm.reader import SlurmReader, make_reader
-from ..slurm.writer import ChangeIgnored, NotEnforcing, Shape, SlurmWriter, Unsupported
+from ..slurm.ports import Reader, Writer
+from ..slurm.reader import make_reader
+from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
 from ..vocabulary import MB_PER_GB
 from .actions import (
     CANNOT,
@@ -58,6 +65,7 @@ from .actions import (
 )
 from .audit import AuditLog
 from .autoprofile import AutoProfiler, ProfilingEvent
+from .capabilities import UNKNOWN, Capabilities, capabilities
 from .classify import (
     array_tasks,
     classify,
@@ -71,6 +79,7 @@ from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
 from .observe import pools
+from .outcome import Outcome, Result
 from .requeue import holdings, requeue_actions, shrink_actions, shrinkable
 from .state import StateStore
 from .usage import (
@@ -87,6 +96,7 @@ from .usage import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class RoundFailed(RuntimeError):
@@ -97,12 +107,34 @@ class RoundFailed(RuntimeError):
 class RoundResult:
     round_id: int
     actions: list[Action]
-    results: dict[int, str]
+    results: dict[int, Outcome]
     errors: int
     duration_s: float
     managed: int
     skipped: dict[int, str] = field(default_factory=dict)
     profiling: list[ProfilingEvent] = field(default_factory=list)
+
+
+@dataclass
+class RoundContext:
+    """What one round knows, filled step by step."""
+
+    rid: int
+    started: float                          # time.monotonic()
+    now: float                              # the controller's clock
+    caps: Capabilities
+    snap: Snapshot
+    profiles: dict[str, Profile]
+    pools: list[Pool]
+    managed: list[SlurmJob] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+    strays: list[Action] = field(default_factory=list)
+    stale: frozenset[str] = frozenset()
+    events: list[ProfilingEvent] = field(default_factory=list)
+    plan: Plan | None = None
+    actions: list[Action] = field(default_factory=list)
+    results: dict[int, Outcome] = field(default_factory=dict)
+    errors: int = 0
 
 
 class Controller:
@@ -111,15 +143,15 @@ class Controller:
 
     def __init__(self, cfg: Config, cli: SlurmCLI | None = None, mode: str | None = None,
                  clock: Callable[[], float] = time.time, *,
-                 reader: SlurmReader | None = None, writer: SlurmWriter | None = None,
+                 reader: Reader | None = None, writer: Writer | None = None,
                  state: StateStore | None = None, audit: AuditLog | None = None,
                  metrics: Metrics | None = None) -> None:
         self.cfg = cfg
         c = cfg.controller
         self.mode = mode or c.mode
         self.cli = cli or SlurmCLI.for_config(cfg.slurm)
-        self.reader = reader or make_reader(self.cli, cfg.slurm.reader)
-        self.writer = writer or SlurmWriter(self.cli, enforce=self.mode == "enforce")
+        self.reader: Reader = reader or make_reader(self.cli, cfg.slurm.reader)
+        self.writer: Writer = writer or SlurmWriter(self.cli, enforce=self.mode == "enforce")
         self.state = state or StateStore(c.state_db)
         self.audit = audit or AuditLog(c.audit_log)
         self.metrics = metrics or Metrics()
@@ -137,11 +169,31 @@ class Controller:
         self._profiles_stamp: tuple[object, ...] | None = None
         self._owners: dict[str, str] = {}
         self._stale_seen: set[str] = set()
-        self._logged_lowering: bool | None = None
-        # Why lowering running jobs' memory is off (None: it is on where Slurm can).
-        self._no_shrink: str | None = (None if c.shrink_running_memory else
-                                       "shrink_running_memory = false in the config")
-        self._logged_shrink = False
+        self._caps: Capabilities | None = None
+        # Running jobs Slurm refused to lower in place (started before PrologFlags=Contain):
+        # not asked again.
+        self._shrink_refused: set[int] = set()
+
+    def capabilities(self) -> Capabilities:
+        """What this Slurm allows, worked out at the first round that can read it (logged
+        once) and kept until :meth:`refresh`; UNKNOWN while Slurm cannot be read."""
+        if self._caps is None:
+            try:
+                caps = capabilities(self.reader.release,
+                                    self.cfg.controller.shrink_running_memory,
+                                    self.reader.contains_jobs())
+            except SlurmError as exc:
+                log.warning("cannot tell what this Slurm allows yet (%s): changing nothing "
+                            "it might ignore", exc)
+                return UNKNOWN
+            self._caps = caps
+            log.info("%s", caps.describe())
+        return self._caps
+
+    def refresh(self) -> None:
+        """Work out the capabilities again at the next round (SIGHUP)."""
+        self._caps = None
+        self._shrink_refused.clear()
 
     # -- inputs ---------------------------------------------------------------------------
     def profiles(self) -> dict[str, Profile]:
@@ -181,73 +233,72 @@ class Controller:
             self.heartbeat.round_finished(ok)
 
     def _round(self) -> RoundResult:
-        t0 = time.monotonic()
+        ctx = self._observe()
+        self._classify(ctx)
+        ctx.stale = self._side_step("usage", frozenset(), self._watch_usage, ctx)
+        if self.cfg.controller.write_hook_table and self.mode == "enforce":
+            # After the closed loop, so a key it marks this round leaves the table now.
+            # The table is the hook's heartbeat: only an enforcing controller, which will
+            # shape and release what the hook holds, may keep it fresh.
+            self._side_step("hook-table", None, self._write_hook_table, ctx)
+        ctx.events = self._side_step("profiling", [], self._profile_unknown, ctx)
+        if any(e.what == "stored" for e in ctx.events):
+            ctx.profiles = self.profiles()
+        self._plan(ctx)
+        self._act(ctx)
+        return self._record(ctx)
+
+    def _side_step(self, name: str, failed: T, step: Callable[[RoundContext], T],
+                   ctx: RoundContext) -> T:
+        """Run a step the round does not depend on: an error is logged and counted under
+        ``name`` and gives ``failed``; the round goes on."""
+        try:
+            return step(ctx)
+        except Exception:
+            self.metrics.errors.labels(name).inc()
+            log.exception("%s failed this round", name)
+            return failed
+
+    # -- observe, classify ------------------------------------------------------------------
+    def _observe(self) -> RoundContext:
+        started = time.monotonic()
         rid = self.state.start_round(self.mode)
         try:
             snap = self.reader.snapshot()
         except SlurmError as exc:
             self.metrics.rounds.labels("failed").inc()
             self.metrics.errors.labels("slurm-read").inc()
-            self.state.finish_round(rid, duration_s=time.monotonic() - t0, error=str(exc)[:500])
+            self.state.finish_round(rid, duration_s=time.monotonic() - started,
+                                    error=str(exc)[:500])
             raise RoundFailed(str(exc)) from exc
         except Exception as exc:
-            self.state.finish_round(rid, duration_s=time.monotonic() - t0,
+            self.state.finish_round(rid, duration_s=time.monotonic() - started,
                                     error=f"internal: {exc}"[:500])
             raise
-        now = self.clock()
-        profiles = self.profiles()
-        found = pools(snap, self.cfg)
-        managed: list[SlurmJob] = []
-        skipped: dict[int, str] = {}
-        strays: list[Action] = []
-        for job in snap.jobs:
+        return RoundContext(rid, started, self.clock(), self.capabilities(), snap,
+                            self.profiles(), pools(snap, self.cfg))
+
+    def _classify(self, ctx: RoundContext) -> None:
+        for job in ctx.snap.jobs:
             v = classify(job, self.cfg, self.optout)
             if v.managed:
-                managed.append(job)
-            else:
-                skipped[job.job_id] = v.reason
-                if job.held_by_synergy:
-                    # Held by the hook (an older table, another version of the rules, a
-                    # config change) but not ours to shape: nobody else would release it.
-                    strays.append(Action(job.job_id, RELEASE, None, None,
+                ctx.managed.append(job)
+                continue
+            ctx.skipped[job.job_id] = v.reason
+            if job.held_by_synergy:
+                # Held by the hook (an older table, another version of the rules, a config
+                # change) but not ours to shape: nobody else would release it.
+                ctx.strays.append(Action(job.job_id, RELEASE, None, None,
                                          f"not managed ({v.reason}): released as submitted",
                                          job.user))
-        stale = self._watch_usage(rid, managed, found, profiles, now)
-        if self.cfg.controller.write_hook_table and self.mode == "enforce":
-            # After the closed loop, so a key it marks this round leaves the table now.
-            # The table is the hook's heartbeat: only an enforcing controller, which will
-            # shape and release what the hook holds, may keep it fresh.
-            # The hook shapes by key alone: only profiles that hold on every managed
-            # node's GPU type (core.usable_profiles).
-            types = frozenset().union(*(p.types(None) for p in found))
-            self._write_hook_table(merged(found),
-                                   usable_profiles(self._for_user(profiles, None), types), now)
-        events = self._profile_unknown(rid, snap, managed, profiles, found, now, stale)
-        if any(e.what == "stored" for e in events):
-            profiles = self.profiles()
-        can_lower = self._lowers_pending()
-        running = [j for j in managed if j.running]
-        plan, planned = self._plan_pools(snap, found, managed, profiles, can_lower,
-                                         self._shrinks_running(), now)
-        actions = strays + planned
-        by_id = {j.job_id: j for j in snap.jobs}
-        results, errors = self._act(rid, actions, by_id)
-        self._record(rid, managed, plan, actions, results, now)
-        duration = time.monotonic() - t0
-        self.metrics.round_seconds.observe(duration)
-        self.metrics.rounds.labels("ok").inc()
-        self.metrics.managed_jobs.labels("pending").set(sum(j.pending for j in managed))
-        self.metrics.managed_jobs.labels("running").set(len(running))
-        self.metrics.planned.set(plan.total_speedup)
-        self.metrics.proportional.set(len(plan.allocations))
-        self.state.finish_round(rid, duration_s=duration, jobs=len(snap.jobs),
-                                managed=len(managed), actions=sum(a.mutating for a in actions),
-                                errors=errors, planned_speedup=plan.total_speedup,
-                                proportional_speedup=float(len(plan.allocations)))
-        log.info("round %d: %d jobs, %d managed, %d actions, %d errors, %.2f s", rid,
-                 len(snap.jobs), len(managed), len(actions), errors, duration)
-        return RoundResult(rid, actions, results, errors, duration, len(managed), skipped,
-                           events)
+
+    # -- plan -------------------------------------------------------------------------------
+    def _plan(self, ctx: RoundContext) -> None:
+        plan, planned = self._plan_pools(ctx.snap, ctx.pools, ctx.managed, ctx.profiles,
+                                         ctx.caps.lowers_pending, ctx.caps.shrinks_running,
+                                         ctx.now)
+        ctx.plan = plan
+        ctx.actions = ctx.strays + planned
 
     def _plan_pools(self, snap: Snapshot, found: list[Pool], managed: list[SlurmJob],
                     profiles: dict[str, Profile], can_lower: bool, can_shrink: bool,
@@ -262,7 +313,9 @@ class Controller:
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
         suspect = suspect_caps(self.state)
-        peaks = self._memory_floors([j for j in managed if j.running]) if can_shrink else {}
+        peaks = self._memory_floors([j for j in managed if j.running
+                                     and j.job_id not in self._shrink_refused]) \
+            if can_shrink else {}
         started = Counter(j.array_job_id for j in snap.jobs
                           if j.array_job_id is not None and not j.pending)
         inputs: list[PoolJobs] = []
@@ -325,31 +378,16 @@ class Controller:
         return replace(job_spec(job, now, self._for_user(profiles, job.user), types),
                        limit=cap)
 
-    def _lowers_pending(self) -> bool:
-        """Whether this Slurm honours lowering a pending job's cores (read once; logged)."""
-        try:
-            can = self.reader.release.lowers_pending
-        except (SlurmError, AttributeError):
-            return False
-        if self._logged_lowering is None:
-            self._logged_lowering = can
-            log.info("Slurm %s %s lowering a scheduled job: %s", self.reader.release,
-                     "honours" if can else "ignores",
-                     "known profiles start unheld, jobs planned smaller are lowered" if can
-                     else "known profiles are held until shaped, scheduled jobs only raised")
-        return can
-
-    def _watch_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
-                     profiles: dict[str, Profile], now: float) -> frozenset[str]:
+    # -- side steps -------------------------------------------------------------------------
+    def _watch_usage(self, ctx: RoundContext) -> frozenset[str]:
         """The closed loop (:mod:`.usage`): every few rounds, read what running managed
         jobs with a profile key use, judge each user's keys and mark the suspect ones.
-        Returns the measured profiles (slots) a job's progress says are stale. A failure
-        here is logged and counted, never the end of the round."""
+        Returns the measured profiles (slots) a job's progress says are stale."""
         if not self.cfg.usage.enabled:
             return frozenset()
-        if due(self.cfg.usage, rid):
-            self._read_usage(rid, managed, found, profiles, now)
-        return self._stale(rid)
+        if due(self.cfg.usage, ctx.rid):
+            self._read_usage(ctx.rid, ctx.managed, ctx.pools, ctx.profiles, ctx.now)
+        return self._stale(ctx.rid)
 
     def _read_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
                     profiles: dict[str, Profile], now: float) -> None:
@@ -366,15 +404,10 @@ class Controller:
         watched = pick(watched, u.max_jobs)
         if not watched:
             return
-        try:
-            used = self.reader.usage([w.job for w in watched])
-            rows = samples(watched, used, now, u.progress_dir)
-            self.state.note_usage(rows)
-            new = record(self.state, verdicts(self.state, self.usage_rule), now)
-        except Exception:
-            self.metrics.errors.labels("usage").inc()
-            log.exception("reading running jobs' use failed this round")
-            return
+        used = self.reader.usage([w.job for w in watched])
+        rows = samples(watched, used, now, u.progress_dir)
+        self.state.note_usage(rows)
+        new = record(self.state, verdicts(self.state, self.usage_rule), now)
         self.metrics.watched.set(len(rows))
         for v in new:
             self.metrics.suspects.inc()
@@ -404,24 +437,6 @@ class Controller:
                     "after": {"profile_key": slot}, "reason": why}, "", again)
         return frozenset(found)
 
-    def _shrinks_running(self) -> bool:
-        """Whether running jobs' memory is lowered in place this round: where this Slurm
-        can, unless the config says no or Slurm refused it for want of an extern step
-        (logged once, with what the admin can do)."""
-        if self._no_shrink is None:
-            try:
-                if not self.reader.release.lowers_running_memory:
-                    self._no_shrink = (f"Slurm {self.reader.release} cannot lower a running "
-                                       "job's memory (26.05 can)")
-            except (SlurmError, AttributeError):
-                return False
-        if not self._logged_shrink:
-            self._logged_shrink = True
-            log.info("running jobs' memory %s", "lowered in place to what their profiles "
-                     "need, once measured and never below their peak use" if
-                     self._no_shrink is None else f"left as is: {self._no_shrink}")
-        return self._no_shrink is None
-
     def _limits(self, groups: list[tuple[Pool, str | None, list[SlurmJob]]], snap: Snapshot,
                 can_lower: bool) -> dict[int, PerGpu]:
         """The cap the site's QOS and association limits put on each job being planned
@@ -447,23 +462,18 @@ class Controller:
                 fairs[j.job_id] = fair
         return job_limits(subjects, [j for j in snap.jobs if j.running], site, fairs)
 
-    def _profile_unknown(self, rid: int, snap: Snapshot, managed: list[SlurmJob],
-                         profiles: dict[str, Profile], found: list[Pool], now: float,
-                         stale: frozenset[str] = frozenset()) -> list[ProfilingEvent]:
+    def _profile_unknown(self, ctx: RoundContext) -> list[ProfilingEvent]:
         """Submit profiling jobs for keys unknown on the jobs' GPU types and import finished
-        ones; a failure here is logged and counted, never the end of the round."""
-        by_name = {p.partition: p for p in found}
+        ones."""
+        rid = ctx.rid
+        by_name = {p.partition: p for p in ctx.pools}
 
         def types_of(job: SlurmJob) -> frozenset[str]:
             pool = by_name.get(job.home_partition)
             return pool.types(job.gpu_type) if pool else frozenset({job.gpu_type or ""})
 
-        try:
-            events = self.autoprofiler.round(snap, managed, profiles, types_of, now, stale)
-        except Exception:
-            self.metrics.errors.labels("profiling").inc()
-            log.exception("automatic profiling failed this round")
-            return []
+        events = self.autoprofiler.round(ctx.snap, ctx.managed, ctx.profiles, types_of, ctx.now,
+                                         ctx.stale)
         for e in events:
             if e.what == "stored":
                 self.state.forget_usage(e.key)      # measured against the old profile
@@ -476,15 +486,19 @@ class Controller:
                 e.user, f"{e.what}: {e.detail}" if e.detail else e.what)
         return events
 
-    def _write_hook_table(self, cluster: ClusterState, profiles: dict[str, Profile],
-                          now: float) -> None:
+    def _write_hook_table(self, ctx: RoundContext) -> None:
         """The table's node shape is the smallest managed server's, partition limits
-        applied (observe.cluster_state), so the hook never shapes past them either."""
-        caps = [s.capacity for s in cluster.servers]
+        applied (observe.cluster_state), so the hook never shapes past them either. The
+        hook shapes by key alone: only profiles that hold on every managed node's GPU type
+        (core.usable_profiles)."""
+        types = frozenset[str]().union(*(p.types(None) for p in ctx.pools))
+        profiles = usable_profiles(self._for_user(ctx.profiles, None), types)
+        now = ctx.now
+        caps = [s.capacity for s in merged(ctx.pools).servers]
         if not caps:
             return
         hook = self.cfg.hook
-        if hook.hold_known and self._lowers_pending():
+        if hook.hold_known and ctx.caps.lowers_pending:
             # This Slurm honours lowering a job it has scheduled: a known profile may start
             # at once with its table shape, the controller can still shrink it later.
             hook = replace(hook, hold_known=False)
@@ -504,32 +518,29 @@ class Controller:
         if not self.heartbeat.publish(table):
             self.metrics.errors.labels("hook-table").inc()
 
-    def _act(self, rid: int, actions: list[Action], jobs: dict[int, SlurmJob]
-             ) -> tuple[dict[int, str], int]:
-        results: dict[int, str] = {}
-        errors = 0
-        for a in actions:
-            job = jobs[a.job_id]
+    # -- act --------------------------------------------------------------------------------
+    def _act(self, ctx: RoundContext) -> None:
+        jobs = {j.job_id: j for j in ctx.snap.jobs}
+        for a in ctx.actions:
             if not a.mutating:
-                result = "not sent"
+                outcome = Outcome(Result.NOT_SENT)
             elif self.mode != "enforce":
-                result = "planned (observe)"
+                outcome = Outcome(Result.PLANNED)
             else:
-                result = self._apply(a, job)
-                if not result.startswith("done"):
-                    errors += 1
-                    self.metrics.errors.labels(result.split(":")[0]).inc()
-            results[a.job_id] = result
-            self.metrics.actions.labels(a.kind, result.split(":")[0].split(" ")[0]).inc()
+                outcome = self._apply(a, jobs[a.job_id])
+                if not outcome.ok:
+                    ctx.errors += 1
+                    self.metrics.errors.labels(outcome.result.label).inc()
+            ctx.results[a.job_id] = outcome
+            self.metrics.actions.labels(a.kind, outcome.result.label).inc()
             d = a.as_dict()
-            self.state.record_action(rid, d, a.user, result)
-            self.audit.write(rid, self.mode, d, a.user, result)
-        return results, errors
+            self.state.record_action(ctx.rid, d, a.user, str(outcome))
+            self.audit.write(ctx.rid, self.mode, d, a.user, str(outcome))
 
-    def _apply(self, a: Action, job: SlurmJob) -> str:
+    def _apply(self, a: Action, job: SlurmJob) -> Outcome:
         after = a.after
         if after is None and a.kind != RELEASE:
-            return f"error: a {a.kind} action without a shape"
+            return Outcome(Result.ERROR, f"a {a.kind} action without a shape")
         try:
             if a.kind == RELEASE or after is None:
                 self.writer.release(job.job_id)
@@ -546,38 +557,32 @@ class Controller:
                 self.writer.requeue_reshape(job, after)
                 self.state.note_requeue(job.job_id, self.clock())
             elif a.kind == SHRINK:
-                self._shrink(job, after)
-            return "done"
+                try:
+                    self.writer.lower_running_memory(job, after.mem_per_gpu_mb)
+                except SlurmError:
+                    self._shrink_refused.add(job.job_id)
+                    raise
+            return Outcome(Result.DONE)
         except ChangeIgnored as exc:
-            return f"ignored: {exc}"
+            return Outcome(Result.IGNORED, str(exc))
         except (SlurmError, Unsupported, NotEnforcing, ValueError) as exc:
-            return f"error: {exc}"
+            return Outcome(Result.ERROR, str(exc))
 
-    def _shrink(self, job: SlurmJob, after: Shape) -> None:
-        try:
-            self.writer.lower_running_memory(job, after.mem_per_gpu_mb)
-        except SlurmError as exc:
-            if "extern step" in str(exc):
-                # The site's slurm.conf lacks PrologFlags=Contain: every job would be
-                # refused alike, so stop asking.
-                self._no_shrink = ("Slurm lowers a running job's memory only for jobs with "
-                                   "an extern step: set PrologFlags=Contain in slurm.conf "
-                                   "(jobs started after it qualify)")
-                log.error("running jobs' memory left as is from now on: %s", self._no_shrink)
-            raise
-
-    def _record(self, rid: int, managed: list[SlurmJob], plan: Plan, actions: list[Action],
-                results: dict[int, str], now: float) -> None:
+    # -- record -----------------------------------------------------------------------------
+    def _record(self, ctx: RoundContext) -> RoundResult:
+        plan = ctx.plan if ctx.plan is not None else Plan((), {}, self.allocator.name,
+                                                           self.policy.name)
         planned = plan.by_job()
-        acted = {a.job_id: a for a in actions}
+        acted = {a.job_id: a for a in ctx.actions}
         rows = []
-        for j in managed:
+        for j in ctx.managed:
             alloc = planned.get(j.job_id)
             a = acted.get(j.job_id)
             if a is not None and a.kind == CANNOT:
                 note = a.reason
             elif a is not None:
-                note = f"{a.kind}: {results.get(j.job_id, '')}"
+                outcome = ctx.results.get(j.job_id)
+                note = f"{a.kind}: {outcome if outcome is not None else ''}"
             elif alloc is None and j.pending:
                 note = plan.skipped.get(j.job_id, "waiting")
             else:
@@ -589,8 +594,25 @@ class Controller:
                 "planned_cpus": alloc.share.cpus if alloc else None,
                 "planned_mem_mb": round(alloc.share.mem_gb * MB_PER_GB) if alloc else None,
                 "speedup": alloc.speedup if alloc else None,
-                "how": alloc.how if alloc else None, "note": note, "updated": now})
+                "how": alloc.how if alloc else None, "note": note, "updated": ctx.now})
         self.state.replace_jobs(rows)
+        duration = time.monotonic() - ctx.started
+        running = sum(j.running for j in ctx.managed)
+        self.metrics.round_seconds.observe(duration)
+        self.metrics.rounds.labels("ok").inc()
+        self.metrics.managed_jobs.labels("pending").set(sum(j.pending for j in ctx.managed))
+        self.metrics.managed_jobs.labels("running").set(running)
+        self.metrics.planned.set(plan.total_speedup)
+        self.metrics.proportional.set(len(plan.allocations))
+        self.state.finish_round(ctx.rid, duration_s=duration, jobs=len(ctx.snap.jobs),
+                                managed=len(ctx.managed),
+                                actions=sum(a.mutating for a in ctx.actions),
+                                errors=ctx.errors, planned_speedup=plan.total_speedup,
+                                proportional_speedup=float(len(plan.allocations)))
+        log.info("round %d: %d jobs, %d managed, %d actions, %d errors, %.2f s", ctx.rid,
+                 len(ctx.snap.jobs), len(ctx.managed), len(ctx.actions), ctx.errors, duration)
+        return RoundResult(ctx.rid, ctx.actions, ctx.results, ctx.errors, duration,
+                           len(ctx.managed), ctx.skipped, ctx.events)
 
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,

@@ -116,6 +116,18 @@ def per_gpu_value(tres: str) -> int | None:
     return None if got is None else got[0]
 
 
+def config_flags(show_config: str, name: str) -> frozenset[str]:
+    """The comma-separated flags of one ``scontrol show config`` line (``PrologFlags     =
+    Alloc,Contain`` -> {"Alloc", "Contain"}); empty when absent or ``(null)``."""
+    for line in show_config.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip() == name:
+            value = value.strip()
+            return frozenset() if value in ("", "(null)") else frozenset(
+                v.strip() for v in value.split(",") if v.strip())
+    return frozenset()
+
+
 def detail_mem_mb(show_job_detail: str) -> int:
     """The memory a job holds on its node, from ``scontrol show job -d`` text (its node
     lines: ``Nodes=n1 CPU_IDs=0-8 Mem=62500 GRES=gpu:1(IDX:0)``, MB); 0 when not shown."""

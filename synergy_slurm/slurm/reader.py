@@ -18,7 +18,7 @@ from ..vocabulary import LIVE_STATES
 from .commands import SlurmCLI, SlurmError
 from .limits import ASSOC_FORMAT, QOS_FORMAT, SiteLimits, parse_assocs, parse_qos
 from .model import NodeAlloc, Skipped, SlurmJob, Snapshot
-from .parse import parse_jobs, parse_nodes, parse_partitions, version_of
+from .parse import config_flags, parse_jobs, parse_nodes, parse_partitions, version_of
 from .pyslurm_records import allocation, job_record, meta, node_record
 from .release import Release, detect
 from .sstat import SSTAT_FIELDS, JobUse, parse_sstat, sstat_name
@@ -44,6 +44,12 @@ class SlurmReader:
                      "yes" if self._release.json_filters else "no",
                      "scontrol --json" if self._release.scontrol_json else "sinfo --json")
         return self._release
+
+    def contains_jobs(self) -> bool:
+        """Whether slurm.conf's PrologFlags has Contain: every job then has the extern step
+        Slurm needs to lower its memory while it runs (``scontrol show config``)."""
+        return "Contain" in config_flags(self.cli.run("scontrol", ["show", "config"]),
+                                         "PrologFlags")
 
     def snapshot(self) -> Snapshot:
         rel = self.release

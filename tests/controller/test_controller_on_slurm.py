@@ -172,7 +172,7 @@ def test_failing_scontrol_is_logged_and_retried(env, body, expect):
     broken = SlurmCLI(str(env["cluster"].conf_path), timeout_s=1.5,
                       bindir=str(fake_bin(tmp, body)))
     res = Controller(load(env), cli=broken).run_round()
-    assert res.errors == 1 and expect in res.results[jid]
+    assert res.errors == 1 and expect in str(res.results[jid])
     time.sleep(5)   # let a slow fake finish, if any
     # The next round, with a working scontrol, does what the failed one could not.
     res = Controller(load(env)).run_round()
@@ -211,7 +211,7 @@ def test_running_job_requeued_into_a_larger_shape_when_it_pays(env):
     wait_file(out, "restarts=0")
     res = Controller(load(env)).run_round()
     acts = [a for a in res.actions if a.job_id == jid]
-    assert [a.kind for a in acts] == ["requeue"] and res.results[jid] == "done"
+    assert [a.kind for a in acts] == ["requeue"] and str(res.results[jid]) == "done"
     assert acts[0].after.cpus_per_gpu == 12
     text = wait_file(out, "restarts=1", timeout_s=90)
     assert "cpus=12 restarts=1" in text
@@ -242,7 +242,7 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     res = Controller(cfg).run_round()
     acts = [a for a in res.actions if a.kind == "shrink-memory"]
     assert [(a.job_id, a.after.mem_per_gpu_mb) for a in acts] == [(big, 20830)]
-    assert res.results[big] == "done"
+    assert str(res.results[big]) == "done"
     t0 = time.monotonic()
     wait_for(cli, waiting, {"RUNNING"}, 60)
     print(f"\nthe waiting job started {time.monotonic() - t0:.1f} s after the shrink")
@@ -292,7 +292,7 @@ def test_a_running_job_is_never_lowered_below_what_it_really_uses(env):
     (act,) = [a for a in res.actions if a.kind == "shrink-memory"]
     peak_mb = max(r["peak_mem_gb"] for r in ctl.state.usage() if r["job_id"] == jid) * 1000
     assert peak_mb >= 1500 and act.after.mem_per_gpu_mb >= 1.25 * peak_mb - 1
-    assert act.after.mem_per_gpu_mb < 6000 and res.results[jid] == "done"
+    assert act.after.mem_per_gpu_mb < 6000 and str(res.results[jid]) == "done"
     wait_for(cli, jid, {"COMPLETED"}, 90)
     assert "survived" in out.read_text()
 

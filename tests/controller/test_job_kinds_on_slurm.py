@@ -98,7 +98,7 @@ def test_a_held_job_the_controller_does_not_manage_is_released(env):
                          "AdminComment=synergy.managed=1,synergy.held=1"])
     assert jid in held_ids(cli)
     res = Controller(load(env)).run_round()
-    assert res.results[jid] == "done"
+    assert str(res.results[jid]) == "done"
     assert jid not in held_ids(cli)
     audit = [json.loads(x) for x in (tmp / "audit.jsonl").read_text().splitlines()]
     rel = [a for a in audit if a["job_id"] == jid]
@@ -144,7 +144,7 @@ def test_heartbeat_stays_fresh_through_a_round_of_slow_requeues(env):
         stop.set()
         loop.join(timeout=60)
     first = rounds[0]
-    assert first.duration_s > 12 and first.results[running] == "done", first.results
+    assert first.duration_s > 12 and str(first.results[running]) == "done", first.results
     assert max(ages) <= 4 + 1, max(ages)      # whole seconds in the table, plus sampling
     assert mid is not None
     assert "cpus=1" in wait_file(tmp / "mid", "cpus=", timeout_s=60)   # gnmt: 1 core/GPU

@@ -13,62 +13,17 @@ from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.audit import AuditLog
 from synergy_slurm.controller.daemon import Controller, RoundFailed
 from synergy_slurm.controller.observe import pools
+from synergy_slurm.controller.outcome import Outcome, Result
 from synergy_slurm.controller.state import StateStore
 from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.commands import SlurmError
+from synergy_slurm.slurm.fake import FakeReader, FakeWriter
 from synergy_slurm.slurm.limits import QosLimits, SiteLimits, Tres
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob, SlurmNode, SlurmPartition, Snapshot
 from synergy_slurm.slurm.release import Release
 from synergy_slurm.slurm.writer import Shape
 
 NOW = 1_800_000_000.0
-
-
-class FakeReader:
-    def __init__(self, snap: Snapshot | Exception, limits: SiteLimits | None = None,
-                 release: str = "22.05.8") -> None:
-        self.snap = snap
-        self.site = limits
-        self.release = Release.parse(release)
-        self.used: dict = {}   # job id -> slurm.sstat.JobUse
-
-    def limits(self) -> SiteLimits | None:
-        return self.site
-
-    def usage(self, jobs) -> dict:
-        ids = {j.job_id for j in jobs}
-        return {j: u for j, u in self.used.items() if j in ids}
-
-    def snapshot(self) -> Snapshot:
-        if isinstance(self.snap, Exception):
-            raise self.snap
-        return self.snap
-
-
-class FakeWriter:
-    """Records the writer calls the controller makes; fails on request."""
-
-    def __init__(self, enforce: bool, fail: set[str] = frozenset()) -> None:
-        self.enforce = enforce
-        self.fail = fail
-        self.calls: list[tuple] = []
-
-    def _do(self, *call) -> None:
-        self.calls.append(call)
-        if call[0] in self.fail:
-            raise SlurmError(f"simulated {call[0]} failure")
-
-    def reshape_pending(self, job: SlurmJob, shape: Shape) -> None:
-        self._do("reshape", job.job_id, shape)
-
-    def release(self, job_id: int) -> None:
-        self._do("release", job_id)
-
-    def requeue_reshape(self, job: SlurmJob, shape: Shape) -> None:
-        self._do("requeue", job.job_id, shape)
-
-    def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int) -> None:
-        self._do("shrink", job.job_id, mem_per_gpu_mb)
 
 
 def node(name="n1", alloc_cpus=0, alloc_gpus=0, alloc_mem_mb=0) -> SlurmNode:
@@ -114,7 +69,7 @@ def test_enforce_shapes_and_releases_a_held_job_and_records_it(tmp_path, profile
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)))
     res = ctl.run_round()
     assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5)]
-    assert res.results == {5: "done"} and res.errors == 0 and res.managed == 1
+    assert res.results == {5: Outcome(Result.DONE)} and res.errors == 0 and res.managed == 1
     row = ctl.state.jobs()[0]
     assert (row["job_id"], row["planned_cpus"], row["planned_mem_mb"]) == (5, 12, 125000)
     assert row["profile_key"] == "alexnet" and row["speedup"] == pytest.approx(2.94)
@@ -131,7 +86,7 @@ def test_observe_plans_and_records_but_sends_nothing(tmp_path, profiles_path):
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), mode="observe")
     res = ctl.run_round()
     assert writer.calls == []
-    assert res.results == {5: "planned (observe)"}
+    assert res.results == {5: Outcome(Result.PLANNED)}
     assert audit(tmp_path)[0]["result"] == "planned (observe)"
     assert ctl.state.jobs()[0]["planned_cpus"] == 12
     assert not (tmp_path / TABLE_NAME).exists()       # only an enforcing controller holds
@@ -149,7 +104,7 @@ def test_a_failed_shape_still_releases_and_counts_an_error(tmp_path, profiles_pa
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), fail={"reshape"})
     res = ctl.run_round()
     assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5)]
-    assert res.errors == 1 and res.results[5].startswith("error: simulated reshape")
+    assert res.errors == 1 and str(res.results[5]).startswith("error: simulated reshape")
 
 
 def test_requeue_when_it_pays_then_not_again_within_the_interval(tmp_path, profiles_path):
@@ -390,9 +345,30 @@ def test_a_running_job_lowered_before_reads_as_what_it_holds(tmp_path, profiles_
     assert [a for a in res.actions if a.kind == "shrink-memory"] == []
 
 
-def test_a_site_without_an_extern_step_is_asked_once(tmp_path, profiles_path, caplog):
-    """Slurm refuses a running job's memory change without PrologFlags=Contain: the round
-    records the error, later rounds stop asking and the log says what the admin can do."""
+def test_a_site_without_an_extern_step_is_told_once_and_not_asked(tmp_path, profiles_path,
+                                                                 caplog):
+    """Slurm lowers a running job's memory only for jobs with an extern step
+    (PrologFlags=Contain): where slurm.conf lacks it, no shrink is planned at all and the
+    log says once what the admin can do; after SIGHUP (refresh) with it set, it is."""
+    snap = snapshot(running_at(1, "gnmt", 62500),
+                    nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=62500)])
+    ctl, writer = controller(tmp_path, profiles_path, snap)
+    ctl.reader = FakeReader(snap, release="26.05.5", contains=False)
+    measured(ctl, {1: 2000.0})
+    with caplog.at_level("INFO"):
+        first = ctl.run_round()
+        ctl.run_round()
+    assert not [a for a in first.actions if a.kind == "shrink-memory"] and not writer.calls
+    told = [r for r in caplog.records if "PrologFlags=Contain" in r.getMessage()]
+    assert len(told) == 1
+    ctl.reader.contains = True
+    ctl.refresh()
+    assert [a.kind for a in ctl.run_round().actions] == ["shrink-memory"]
+
+
+def test_a_job_slurm_refuses_to_shrink_is_not_asked_again(tmp_path, profiles_path):
+    """A job that started before PrologFlags=Contain has no extern step: Slurm refuses it,
+    the round records the error, and later rounds leave that job as it is."""
     snap = snapshot(running_at(1, "gnmt", 62500),
                     nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=62500)])
     ctl, writer = controller(tmp_path, profiles_path, snap)
@@ -403,13 +379,12 @@ def test_a_site_without_an_extern_step_is_asked_once(tmp_path, profiles_path, ca
         raise SlurmError("scontrol update: Requested operation requires extern step")
     writer.lower_running_memory = refuse
     measured(ctl, {1: 2000.0})
-    with caplog.at_level("INFO"):
-        first = ctl.run_round()
-        second = ctl.run_round()
-    assert first.results[1].startswith("error:") and first.errors == 1
+    first = ctl.run_round()
+    second = ctl.run_round()
+    assert first.results[1].result is Result.ERROR and first.errors == 1
+    assert "extern step" in first.results[1].detail
     assert [c for c in writer.calls if c[0] == "shrink"] == [("shrink", 1, 20830)]
     assert not [a for a in second.actions if a.kind == "shrink-memory"]
-    assert any("PrologFlags=Contain" in r.getMessage() for r in caplog.records)
 
 
 def test_a_users_key_that_leaves_its_cores_idle_is_capped_for_that_user(tmp_path,
