@@ -34,9 +34,13 @@ STUCK_AFTER_S = 900.0
 
 class Heartbeat:
     def __init__(self, path: Path, clock: Callable[[], float] = time.time,
-                 stuck_after_s: float = STUCK_AFTER_S) -> None:
+                 stuck_after_s: float = STUCK_AFTER_S,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` stamps the table; ``monotonic`` times rounds and beats (tests pass
+        one fake clock for both and drive the timer with :meth:`tick`)."""
         self.path = path
         self.clock = clock
+        self.monotonic = monotonic
         self.stuck_after_s = stuck_after_s
         self._table: HookTable | None = None
         self._round_started: float | None = None
@@ -50,7 +54,7 @@ class Heartbeat:
     # -- what the rounds tell it ----------------------------------------------------------
     def round_started(self) -> None:
         with self._lock:
-            self._round_started = time.monotonic()
+            self._round_started = self.monotonic()
 
     def round_finished(self, ok: bool) -> None:
         with self._lock:
@@ -70,7 +74,7 @@ class Heartbeat:
             started = self._round_started
         if started is None:
             return 0.0
-        return max(0.0, time.monotonic() - started - self.stuck_after_s)
+        return max(0.0, self.monotonic() - started - self.stuck_after_s)
 
     def beat(self) -> bool:
         """Rewrite the table with the current time; False when there is nothing to write,
@@ -90,9 +94,17 @@ class Heartbeat:
             log.error("could not write the hook table %s: %s", self.path, exc)
             return False
         with self._lock:
-            self._last_write = time.monotonic()
+            self._last_write = self.monotonic()
             self.beats += 1
         return True
+
+    def tick(self) -> bool:
+        """One look of the timer: beat when the last write is ``max_age_s / 4`` old."""
+        with self._lock:
+            table, last = self._table, self._last_write
+        if table is not None and self.monotonic() - last >= table.max_age_s / 4:
+            return self.beat()
+        return False
 
     def start(self) -> None:
         """Beat every max_age_s / 4 seconds (checked twice a second) until :meth:`stop`."""
@@ -102,10 +114,7 @@ class Heartbeat:
 
         def loop() -> None:
             while not self._stop.wait(0.5):
-                with self._lock:
-                    table, last = self._table, self._last_write
-                if table is not None and time.monotonic() - last >= table.max_age_s / 4:
-                    self.beat()
+                self.tick()
 
         self._thread = threading.Thread(target=loop, name="synergy-heartbeat", daemon=True)
         self._thread.start()

@@ -93,7 +93,6 @@ def test_explicit_user_shape_is_respected_unless_overridden(tmp_path):
     r, _ = one(tmp_path, fields)
     assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:2", "")
     table(override_user_shape=True).write(tmp_path / TABLE_NAME)
-    time.sleep(0.01)
     (r,), _ = run_lua(tmp_path, [(1, fields)])
     # Cores may be overridden; memory never, since --mem cannot combine with memory/GPU.
     assert (r.cpus_per_tres, r.mem_per_tres) == ("gres:gpu:9", "")
