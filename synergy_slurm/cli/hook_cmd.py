@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ..controller.failsafe import release_held
 from ..core import ProfileError
 from ..hook import install
 from ..hook.explain import explain
@@ -19,8 +20,8 @@ from ..profiles import load_profiles
 from ..profiles.resolve import configured, trusted
 from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..slurm.commands import SlurmCLI, SlurmError
-from ..slurm.reader import SlurmReader
-from ..slurm.writer import NotEnforcing, SlurmWriter
+from ..slurm.reader import make_reader
+from ..slurm.writer import SlurmWriter
 from ..vocabulary import table_fresh
 from .errors import BadInput, Failed, writable_dir, writable_file
 from .options import config_or_exit
@@ -96,7 +97,7 @@ def export_cmd(config_path, profiles_path, node_cpus, node_mem_mb, node_gpus, ou
                                    cfg.profiles.trust), known.describe()
     if None in (node_cpus, node_mem_mb, node_gpus):
         try:
-            snap = SlurmReader(SlurmCLI.for_config(cfg.slurm)).snapshot()
+            snap = make_reader(SlurmCLI.for_config(cfg.slurm), cfg.slurm.reader).snapshot()
         except SlurmError as exc:
             raise Failed(f"cannot read node sizes from Slurm ({exc}); "
                          "give --node-cpus/--node-mem-mb/--node-gpus") from None
@@ -210,19 +211,16 @@ def failsafe_cmd(config_path, dry_run: bool) -> None:
         return
     cli = SlurmCLI.for_config(cfg.slurm)
     try:
-        snap = SlurmReader(cli).snapshot()
+        done = release_held(make_reader(cli, cfg.slurm.reader),
+                            SlurmWriter(cli, enforce=not dry_run), dry_run)
     except SlurmError as exc:
         raise Failed(str(exc)) from None
-    held = [j for j in snap.jobs if j.held_by_synergy]
-    writer = SlurmWriter(cli, enforce=not dry_run)
-    for job in held:
+    for job_id in done.held:
         if dry_run:
-            click.echo(f"would release {job.job_id}")
-            continue
-        try:
-            writer.release(job.job_id)
-            click.echo(f"released {job.job_id}")
-        except (SlurmError, NotEnforcing) as exc:
-            click.echo(f"could not release {job.job_id}: {exc}", err=True)
-    if not held:
+            click.echo(f"would release {job_id}")
+        elif job_id in done.released:
+            click.echo(f"released {job_id}")
+        else:
+            click.echo(f"could not release {job_id}: {done.failed.get(job_id)}", err=True)
+    if not done.held:
         click.echo("no held synergy jobs")

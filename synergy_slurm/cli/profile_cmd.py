@@ -120,7 +120,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     elif not submit:
         store = _store(config_path, store_path)
     if submit:
-        cli = SlurmCLI(timeout_s=SBATCH_TIMEOUT_S)
+        # [slurm]'s commands (its slurm.conf, bin directory), with sbatch's own timeout.
+        cli = SlurmCLI.for_config(config_or_exit(config_path).slurm, timeout_s=SBATCH_TIMEOUT_S)
         cli.binary("sbatch")     # "sbatch not found" before anything is written
         script = Path(tempfile.mkdtemp(prefix="synergy-profile-")) / "run.sh"
         script.write_text('#!/bin/sh\nexec "$@"\n')

@@ -326,10 +326,10 @@ def _live_pools(cfg, cli: SlurmCLI) -> tuple[tuple[Pool, ...], Release | None]:
     """The managed partitions as the controller plans them, empty (the replay starts
     from nothing), and the running release."""
     from ..controller.observe import pools
-    from ..slurm.reader import SlurmReader
+    from ..slurm.reader import make_reader
 
     try:
-        snap = SlurmReader(cli).snapshot()
+        snap = make_reader(cli, cfg.slurm.reader).snapshot()
     except SlurmError as exc:
         raise Failed(f"could not read the cluster's nodes ({exc}); give its shape with "
                      "--servers N --gpus-per-server G --cpus-per-server C "

@@ -75,6 +75,7 @@ from .classify import (
     requeue_ok,
     runnable,
 )
+from .failsafe import release_held
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
 from .metrics import Metrics
@@ -663,18 +664,10 @@ class Controller:
 
     def release_held(self) -> list[int]:
         """Release every job the hook held (on shutdown: nobody will shape them now)."""
-        released: list[int] = []
         try:
-            snap = self.reader.snapshot()
+            done = release_held(self.reader, self.writer)
         except SlurmError as exc:
             log.error("could not read Slurm to release held jobs: %s", exc)
-            return released
-        for job in snap.jobs:
-            if job.held_by_synergy:
-                try:
-                    self.writer.release(job.job_id)
-                    released.append(job.job_id)
-                except SlurmError as exc:
-                    log.error("could not release %d: %s", job.job_id, exc)
-        log.info("released %d held jobs on shutdown", len(released))
-        return released
+            return []
+        log.info("released %d held jobs on shutdown", len(done.released))
+        return done.released
