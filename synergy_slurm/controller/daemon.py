@@ -81,7 +81,7 @@ from .limits import Usage, held, job_limits
 from .metrics import Metrics
 from .observe import pools
 from .outcome import Outcome, Result
-from .requeue import holdings, requeue_actions, shrink_actions, shrinkable
+from .requeue import requeue_actions, running_jobs, shrink_actions
 from .state import StateStore
 from .usage import (
     Watched,
@@ -332,10 +332,7 @@ class Controller:
                 pool, gpu_type, [task for j in mine if runnable(j, can_lower)
                                  for task in array_tasks(j, specs[j.job_id], started,
                                                          pool_gpus)],
-                holdings([(j, specs[j.job_id]) for j in running if requeue_ok(j)], fair),
-                shrinkable([(j, replace(specs[j.job_id], mem_floor_gb=peaks[j.job_id]))
-                            for j in running if j.job_id in peaks], fair)
-                if can_shrink else []))
+                running_jobs([(j, specs[j.job_id]) for j in running], fair, peaks)))
             jobs_of.append(mine)
         plans = plan_pools(inputs, self.policy, self.allocator, self.requeue_rule,
                            self.state.last_requeues(), now)

@@ -3,14 +3,16 @@ shrinks made actions.
 
 Which running jobs may be requeued into a larger shape, and when it pays, and which hold
 memory their profiles do not need, is the core's decision
-(:func:`synergy_slurm.core.plan_round`); here each running job that may be requeued
-(opted in, with a profile and a time limit) or shrunk (a profile, the same GPUs on each
-node) is described with what it holds now, and each decision becomes an action.
+(:func:`synergy_slurm.core.reshape_candidates`, then :func:`synergy_slurm.core.plan_round`);
+here each running job is described with what it holds now and the facts only Slurm tells
+(``may_requeue``: opted in, restartable, a time limit; ``may_shrink``: its use measured and
+no resize in flight), and each decision becomes an action.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from ..core import Allocation, JobSpec, PerGpu, RequeueRule
 from ..core.plan import How
@@ -19,26 +21,21 @@ from ..core.shrink import Shrink
 from ..slurm.model import SlurmJob
 from ..vocabulary import MB_PER_GB
 from .actions import REQUEUE, SHRINK, Action, current_shape, to_shape
-from .classify import UNKNOWN_REMAINING_S
+from .classify import UNKNOWN_REMAINING_S, requeue_ok
 
 
-def holdings(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu
-             ) -> list[tuple[JobSpec, Allocation]]:
-    """Each running job whose gain from a requeue can be known, with what it holds now
-    (its per-GPU share and its GPUs per node); the others are left out."""
-    # Without a time limit the gain is unknown.
-    return held_now([(j, s) for j, s in running if s.remaining_s < UNKNOWN_REMAINING_S],
-                    fair)
-
-
-def shrinkable(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu
-               ) -> list[tuple[JobSpec, Allocation]]:
-    """Each running job whose memory may be lowered in place, with what it holds now: one
-    with the same GPUs on each of its nodes (Slurm sets a running job's memory per node),
-    and no resize in flight (Slurm refuses a second one until the first is done)."""
-    return held_now([(j, s) for j, s in running
-                     if not j.resizing and len({a.gpus for a in j.alloc if a.gpus > 0}) == 1],
-                    fair)
+def running_jobs(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu,
+                 floors: Mapping[int, float]) -> list[tuple[JobSpec, Allocation]]:
+    """Each running job with what it holds now and what Slurm says of it: it may be
+    requeued when it opted in and Slurm may restart it (``classify.requeue_ok``) and its
+    time limit tells how long it has left (else its gain is unknown); it may be shrunk when
+    its use was measured (``floors``: job id -> the least memory per GPU it may be lowered
+    to) and no resize is in flight (Slurm refuses a second one until the first is done)."""
+    return held_now([(j, replace(s, may_requeue=requeue_ok(j)
+                                 and s.remaining_s < UNKNOWN_REMAINING_S,
+                                 may_shrink=j.job_id in floors and not j.resizing,
+                                 mem_floor_gb=floors.get(j.job_id, 0.0)))
+                     for j, s in running], fair)
 
 
 def held_now(running: Iterable[tuple[SlurmJob, JobSpec]], fair: PerGpu

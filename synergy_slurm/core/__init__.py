@@ -23,12 +23,13 @@ from .profile import (
     usable_profiles,
 )
 from .resources import ClusterState, PerGpu, Resources, Server
-from .round import RequeueRule, RoundPlan, make_plan, plan_round
+from .round import RequeueRule, RoundPlan, make_plan, plan_round, reshape_candidates
 
 __all__ = [
     "ALLOCATOR_NAMES", "POLICIES", "Allocation", "Allocator", "ClusterState", "GreedyAllocator",
     "JobSpec", "OptAllocator", "PerGpu", "Plan", "Policy", "Profile", "ProfileError",
     "ProportionalAllocator", "RequeueRule", "Resources", "RoundPlan", "Server",
     "TuneAllocator", "get_allocator", "get_policy", "make_plan", "pick_profile", "plan_round",
-    "profile_slot", "profiles_from_doc", "profiles_to_doc", "usable_profiles",
+    "profile_slot", "profiles_from_doc", "profiles_to_doc", "reshape_candidates",
+    "usable_profiles",
 ]

@@ -43,6 +43,14 @@ class JobSpec:
     # to use at its peak, with headroom. A limit that bites (cgroups) kills a job lowered
     # below what it really uses, whatever its profile says it needs.
     mem_floor_gb: float = 0.0
+    # Facts about a running job that only its driver knows (the controller from Slurm, the
+    # simulator from its trace): whether it may be requeued into a larger shape (it opted
+    # in, Slurm may restart it, the time it has left is known) and whether its memory may
+    # be lowered in place now (Slurm can resize it: no resize in flight, the site allows
+    # it). What the core then requeues or shrinks is one rule for every driver
+    # (core.round.reshape_candidates).
+    may_requeue: bool = False
+    may_shrink: bool = False
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

@@ -22,6 +22,7 @@ class How(StrEnum):
     OPT = "opt"                          # chosen by OPT's LP
     SHRUNK = "shrunk"                    # its unused memory lowered while it runs
     RUNNING = "running"                  # as it runs now (a requeue's starting point)
+    SLURM = "slurm"                      # as Slurm started it (the replays' model of Slurm)
     UNSET = ""
 
 

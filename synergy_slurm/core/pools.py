@@ -22,7 +22,7 @@ from .job import JobSpec
 from .plan import Allocation, Plan
 from .policies import Policy
 from .resources import ClusterState, Resources, Server
-from .round import RequeueRule, RoundPlan, plan_round
+from .round import RequeueRule, RoundPlan, plan_round, reshape_candidates
 
 
 @dataclass(frozen=True)
@@ -65,15 +65,14 @@ class Pool:
 
 @dataclass(frozen=True)
 class PoolJobs:
-    """The jobs of one pool and GPU type for one round: ``pending`` to plan, ``running``
-    that may be requeued and ``shrinkable`` whose memory may be lowered, each with what it
-    holds (as :func:`plan_round` takes them)."""
+    """The jobs of one pool and GPU type for one round: ``pending`` to plan, and the
+    ``running`` ones with what each holds (which of them may be requeued or shrunk is
+    :func:`reshape_candidates`' rule, from the facts their driver set)."""
 
     pool: Pool
     gpu_type: str | None
     pending: Sequence[JobSpec] = ()
     running: Sequence[tuple[JobSpec, Allocation]] = ()
-    shrinkable: Sequence[tuple[JobSpec, Allocation]] = ()
 
 
 @dataclass(frozen=True)
@@ -109,13 +108,14 @@ def plan_pools(groups: Sequence[PoolJobs], policy: Policy, allocator: Allocator,
         if not cluster.servers:
             out.append(PoolPlan(g, cluster, None))
             continue
-        rp = plan_round(g.pending, g.running, cluster, policy, allocator,
-                        replace(rule, budget=budget), last_requeues, now, g.shrinkable)
+        movable, shrinkable = reshape_candidates(g.running)
+        rp = plan_round(g.pending, movable, cluster, policy, allocator,
+                        replace(rule, budget=budget), last_requeues, now, shrinkable)
         budget -= len(rp.requeues)
         for a in rp.plan.allocations:
             for name, n in a.placement:
                 taken[name] = taken.get(name, Resources()) + a.share.times(n)
-        held = {spec.id: alloc for spec, alloc in g.running}
+        held = {spec.id: alloc for spec, alloc in movable}
         for rq in rp.requeues:
             alloc = held[rq.job_id]
             for name, n in alloc.placement:    # the growth a requeue takes on its nodes

@@ -54,6 +54,21 @@ def make_plan(jobs: Sequence[JobSpec], cluster: ClusterState, policy: Policy,
                 plan.fallback)
 
 
+def reshape_candidates(running: Sequence[tuple[JobSpec, Allocation]]
+                       ) -> tuple[list[tuple[JobSpec, Allocation]],
+                                  list[tuple[JobSpec, Allocation]]]:
+    """Which running jobs may be requeued and which shrunk in place, one rule for every
+    driver: requeued only where the driver says it may be (``may_requeue``), shrunk only
+    where it says Slurm can resize it now (``may_shrink``) and it has the same GPUs on each
+    of its nodes (Slurm sets a running job's memory per node); either only with a profile
+    (nothing else says what it gains or needs). Order is kept."""
+    movable = [(s, a) for s, a in running if s.may_requeue and s.profile is not None]
+    shrinkable = [(s, a) for s, a in running
+                  if s.may_shrink and s.profile is not None
+                  and len({n for _, n in a.placement}) == 1]
+    return movable, shrinkable
+
+
 def plan_round(pending: Sequence[JobSpec], running: Sequence[tuple[JobSpec, Allocation]],
                cluster: ClusterState, policy: Policy, allocator: Allocator,
                rule: RequeueRule, last_requeues: Mapping[int, float],

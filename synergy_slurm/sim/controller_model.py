@@ -337,7 +337,7 @@ class _Model:
             run = self.waiting.pop(s.job_id)
             self.visible.pop(s.job_id, None)
             run.alloc = Allocation(run.trace.job_id, run.trace.gpus, run.share, s.placement,
-                                   run.speed(run.share), "slurm")
+                                   run.speed(run.share), How.SLURM)
             run.run_start = t
             run.rate = run.speed(run.share)
             run.end_at = t + run.debt_s + run.work_s / run.rate
@@ -422,7 +422,8 @@ class _Model:
         return out + [Busy(server, res, end) for end, server, res in self.held_bg]
 
     # -- the controller ----------------------------------------------------------------
-    def _spec(self, run: _Run, t: float) -> JobSpec:
+    def _spec(self, run: _Run, t: float, may_requeue: bool = False,
+              may_shrink: bool = False) -> JobSpec:
         """The core's view, as the controller has it: remaining time from the time limit
         where the job has one (what the controller knows), else the model's own; a held
         job's priority is 0, as Slurm shows it until the release."""
@@ -438,7 +439,8 @@ class _Model:
                        attained_s=max(0.0, t - run.start) if run.start is not None else 0.0,
                        profile=run.profile, profile_key=tj.model, user=tj.user,
                        priority=0 if run.held else tj.priority, limit=cap,
-                       gpus_per_node=tj.gpus_per_node)
+                       gpus_per_node=tj.gpus_per_node, may_requeue=may_requeue,
+                       may_shrink=may_shrink)
 
     def _controller(self, t: float) -> None:
         if self.cfg.usage is not None:
@@ -461,17 +463,18 @@ class _Model:
             keys = {k for k in (*pending, *running) if k[0] == pool.partition}
             for gpu_type in type_order(k[1] for k in keys):
                 on = running.get((pool.partition, gpu_type), [])
-                movable = [(self._spec(r, t), r.alloc) for r in on
-                           if r.alloc is not None and not r.trace.fixed_s
-                           and (r.trace.requeue_ok or not self.cfg.requeue_opt_in)
-                           ] if self.rule.budget else []
-                shrink = [(self._spec(r, t), r.alloc) for r in on
-                          if r.alloc is not None and r.profile is not None
-                          and len({n for _, n in r.alloc.placement}) == 1
-                          ] if self.cfg.shrink_memory else []
+                # What the model knows of each running job: a fixed outcome (a history's
+                # job that failed or was cancelled) is never requeued, nor one that did
+                # not opt in where opting in is asked for; any may be shrunk where the
+                # replay lowers memory. The core decides the rest (reshape_candidates).
+                held = [(self._spec(r, t, may_requeue=bool(self.rule.budget)
+                                    and not r.trace.fixed_s
+                                    and (r.trace.requeue_ok or not self.cfg.requeue_opt_in),
+                                    may_shrink=self.cfg.shrink_memory), r.alloc)
+                        for r in on if r.alloc is not None]
                 groups.append(PoolJobs(here, gpu_type, [
                     self._spec(r, t) for r in pending.get((pool.partition, gpu_type), [])],
-                    movable, shrink))
+                    held))
         last = {r.trace.job_id: r.requeued_at for r in self.running.values()}
         for pp in plan_pools(groups, self.policy, self.allocator, self.rule, last, t):
             if pp.round is None:

@@ -1,9 +1,10 @@
-"""Which running jobs the controller offers the core for lowering their memory in place."""
+"""Which running jobs the controller offers the core for lowering their memory in place
+(its facts, controller/requeue.running_jobs; the one rule, core.reshape_candidates)."""
 
 from __future__ import annotations
 
-from synergy_slurm.controller.requeue import shrinkable
-from synergy_slurm.core import JobSpec, PerGpu, Profile
+from synergy_slurm.controller.requeue import running_jobs
+from synergy_slurm.core import JobSpec, PerGpu, Profile, reshape_candidates
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob
 
 FAIR = PerGpu(4, 60.0)
@@ -18,6 +19,11 @@ def running(job_id: int, alloc: tuple[NodeAlloc, ...], resizing: bool = False) -
 
 def spec(job: SlurmJob, profile: Profile | None = FLAT) -> JobSpec:
     return JobSpec(job.job_id, job.gpus, profile=profile, remaining_s=1000)
+
+
+def shrinkable(pairs, fair):
+    """What the core may shrink of these running jobs, each with its use measured."""
+    return reshape_candidates(running_jobs(pairs, fair, {j.job_id: 0.0 for j, _ in pairs}))[1]
 
 
 def test_a_job_whose_memory_is_being_lowered_is_not_offered_again():
@@ -42,3 +48,9 @@ def test_uneven_gpus_across_nodes_and_unprofiled_jobs_are_not_offered():
     offered = shrinkable([(uneven, spec(uneven)), (even, spec(even)),
                           (blind, spec(blind, None))], FAIR)
     assert [s.id for s, _ in offered] == [2]
+
+
+def test_a_job_whose_use_was_not_measured_is_not_offered():
+    one = running(1, (NodeAlloc("n1", 4, 120000, 1),))
+    held = running_jobs([(one, spec(one))], FAIR, {})
+    assert reshape_candidates(held) == ([], [])
