@@ -8,6 +8,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -101,25 +102,11 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     if sbatch_exe is None:
         raise Failed("synergy-sbatch is not installed beside this synergy")
     state_dir = state_dir.resolve()
-    spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True, slurm=release,
-                                 binds=(str(path.resolve().parent),), accounting=accounting,
-                                 site=cluster_option_value(cluster))
+    say = click.echo if fmt == "text" else (lambda *a, **k: None)
+    spec, version = _start_cluster(state_dir, port, release, path, accounting, cluster, cache,
+                                   say)
     layout = spec.layout
     parts = [p.name for p in layout.partitions]
-    say = click.echo if fmt == "text" else (lambda *a, **k: None)
-    say(f"[demo] starting a {len(spec.node_names)}-node Slurm in {spec.state_dir} "
-        f"(port {port}{', accounting' if accounting else ''}) ...")
-    try:
-        devcluster.down(spec)
-        up_s, spec = devcluster.up(spec, timeout_s=120, cache=cache.resolve())
-    except devcluster.DevClusterError as exc:
-        raise Failed(str(exc)) from None
-    version = devcluster.release_info(spec).get("version", "?")
-    path_note = f" PATH={spec.bindir}:$PATH" if spec.bindir.is_dir() else ""
-    total = layout.cluster_state().total
-    say(f"[demo] Slurm {version}: {len(spec.node_names)} nodes, {total.gpus} GPUs idle "
-        f"after {up_s:.1f} s (partitions {', '.join(parts)}); "
-        f"export SLURM_CONF={spec.conf_path}{path_note} to look around")
     cli = devcluster.slurm_cli(spec, timeout_s=60)
     # Each partition's defaults, what plain Slurm gives a job there.
     fair = {p.name: PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu) for p in layout.partitions}
@@ -135,16 +122,14 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         (state_dir / old).unlink(missing_ok=True)
     cfg_path = state_dir / "synergy.toml"
     try:
-        results = []
-        for phase in ("proportional", "synergy"):
-            results.append(_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair,
-                                  work, sbatch_exe, status_every, say, parts))
+        results = [_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair, work,
+                          sbatch_exe, status_every, say, parts)
+                   for phase in ("proportional", "synergy")]
     except (SlurmError, RuntimeError, TimeoutError) as exc:
         raise Failed(f"demo failed: {exc}") from None
     finally:
         if not keep:
             devcluster.down(spec)
-    prop, syn = results
     # The simulator's controller model on the same mix, cluster and submission times.
     try:
         lowers = Release.parse(version).lowers_pending
@@ -153,32 +138,72 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     pred = predict(mix, {r.name: r.submitted for r in results}, profiles, layout.pools(),
                    _config_dict(spec, path, state_dir, parts)["controller"], lowers,
                    devcluster.SCHED_INTERVAL_S)
-    gaps = _gaps(mix, {"proportional": prop, "synergy": syn}, pred)
+    total = layout.cluster_state().total
     picture = plot_timelines(mix, results, state_dir / "demo.png", total.gpus, total.cpus)
-    out = {"jobs": jobs, "seed": seed, "proportional_makespan_s": round(prop.makespan_s, 1),
-           "synergy_makespan_s": round(syn.makespan_s, 1),
-           "makespan_ratio": round(prop.makespan_s / syn.makespan_s, 3),
-           "mean_jct_s": {k or "all": {"proportional": round(prop.mean_jct(mix, k), 1),
-                              "synergy": round(syn.mean_jct(mix, k), 1)}
-                          for k in (*KINDS, None)},
-           "per_partition": {
-               p: {"jobs": sum(j.partition == p for j in mix),
-                   "makespan_s": {"proportional": round(prop.makespan(mix, p), 1),
-                                  "synergy": round(syn.makespan(mix, p), 1)},
-                   "mean_jct_s": {"proportional": round(prop.mean_jct(mix, partition=p), 1),
-                                  "synergy": round(syn.mean_jct(mix, partition=p), 1)}}
-               for p in (parts if len(parts) > 1 else ())},
-           "predicted": {ph: {"makespan_s": round(r.makespan_s, 1),
-                              "mean_jct_s": {k or "all": round(r.mean_jct(mix, k), 1)
-                                             for k in (*KINDS, None)}}
-                         for ph, r in pred.items()},
-           "prediction_gap": gaps,
-           "timelines_png": str(picture),
-           "controller_state": str(state_dir / "state.db"),
-           "audit_log": str(state_dir / "audit.jsonl")}
+    out = _comparison(mix, results, pred, parts, seed, picture, state_dir)
     if fmt == "json":
         click.echo(json.dumps(out))
         return
+    _print_comparison(mix, results, pred, out, keep)
+
+
+def _start_cluster(state_dir: Path, port: int, release: str, profiles_path: Path,
+                   accounting: bool, cluster: str | None, cache: Path,
+                   say: Callable[..., None]) -> tuple[devcluster.DevClusterSpec, str]:
+    """The demo's cluster, up and idle (an earlier one on this port stopped first), and the
+    Slurm version it runs."""
+    spec = devcluster.local_spec(state_dir / "cluster", port=port, hook=True, slurm=release,
+                                 binds=(str(profiles_path.resolve().parent),),
+                                 accounting=accounting, site=cluster_option_value(cluster))
+    parts = [p.name for p in spec.layout.partitions]
+    say(f"[demo] starting a {len(spec.node_names)}-node Slurm in {spec.state_dir} "
+        f"(port {port}{', accounting' if accounting else ''}) ...")
+    try:
+        devcluster.down(spec)
+        up_s, spec = devcluster.up(spec, timeout_s=120, cache=cache.resolve())
+    except devcluster.DevClusterError as exc:
+        raise Failed(str(exc)) from None
+    version = devcluster.release_info(spec).get("version", "?")
+    path_note = f" PATH={spec.bindir}:$PATH" if spec.bindir.is_dir() else ""
+    total = spec.layout.cluster_state().total
+    say(f"[demo] Slurm {version}: {len(spec.node_names)} nodes, {total.gpus} GPUs idle "
+        f"after {up_s:.1f} s (partitions {', '.join(parts)}); "
+        f"export SLURM_CONF={spec.conf_path}{path_note} to look around")
+    return spec, version
+
+
+def _comparison(mix, results: list[PhaseResult], pred: dict[str, PhaseResult],
+                parts: list[str], seed: int, picture: Path, state_dir: Path) -> dict:
+    """Both runs, the prediction and its gap, as the JSON the demo prints."""
+    prop, syn = results
+    return {"jobs": len(mix), "seed": seed,
+            "proportional_makespan_s": round(prop.makespan_s, 1),
+            "synergy_makespan_s": round(syn.makespan_s, 1),
+            "makespan_ratio": round(prop.makespan_s / syn.makespan_s, 3),
+            "mean_jct_s": {k or "all": {"proportional": round(prop.mean_jct(mix, k), 1),
+                                        "synergy": round(syn.mean_jct(mix, k), 1)}
+                           for k in (*KINDS, None)},
+            "per_partition": {
+                p: {"jobs": sum(j.partition == p for j in mix),
+                    "makespan_s": {"proportional": round(prop.makespan(mix, p), 1),
+                                   "synergy": round(syn.makespan(mix, p), 1)},
+                    "mean_jct_s": {"proportional": round(prop.mean_jct(mix, partition=p), 1),
+                                   "synergy": round(syn.mean_jct(mix, partition=p), 1)}}
+                for p in (parts if len(parts) > 1 else ())},
+            "predicted": {ph: {"makespan_s": round(r.makespan_s, 1),
+                               "mean_jct_s": {k or "all": round(r.mean_jct(mix, k), 1)
+                                              for k in (*KINDS, None)}}
+                          for ph, r in pred.items()},
+            "prediction_gap": _gaps(mix, {"proportional": prop, "synergy": syn}, pred),
+            "timelines_png": str(picture),
+            "controller_state": str(state_dir / "state.db"),
+            "audit_log": str(state_dir / "audit.jsonl")}
+
+
+def _print_comparison(mix, results: list[PhaseResult], pred: dict[str, PhaseResult],
+                      out: dict, keep: bool) -> None:
+    prop, syn = results
+    gaps = out["prediction_gap"]
     click.echo("\n[demo] result (wall seconds, same jobs, same cluster)")
     click.echo(f"  makespan       proportional {prop.makespan_s:7.1f}   synergy "
                f"{syn.makespan_s:7.1f}   {out['makespan_ratio']:.2f}x")
@@ -203,7 +228,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     pp, ps = pred["proportional"], pred["synergy"]
     click.echo(f"  predicted gain: makespan {pp.makespan_s / ps.makespan_s:.2f}x, mean JCT "
                f"{pp.mean_jct(mix) / ps.mean_jct(mix):.2f}x")
-    click.echo(f"  timelines (GPUs busy, cores by kind): {picture}")
+    click.echo(f"  timelines (GPUs busy, cores by kind): {out['timelines_png']}")
     click.echo(f"  what the controller did: {out['audit_log']}"
                + ("" if keep else " (the cluster is down; --keep leaves it up)"))
 
