@@ -13,14 +13,16 @@ from pathlib import Path
 import click
 
 from ..controller.usage import rule_of
-from ..core import ALLOCATOR_NAMES, ClusterState
+from ..core import ALLOCATOR_NAMES, ClusterState, Profile
 from ..core.pools import Pool, merged
 from ..slurm.commands import SlurmCLI, SlurmError
+from ..slurm.model import Skipped
 from ..slurm.parse import ParseError
 from ..slurm.release import Release, detect
 from ..slurm.sacct import (
     HISTORY_JSON_ARGS,
     HISTORY_TEXT_ARGS,
+    HistoryJob,
     parse_history,
     read_history,
 )
@@ -166,34 +168,12 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         parsed_rules = [Rule.parse(r) for r in (*rules, *cfg.whatif.rules)]
     except HistoryError as exc:
         raise click.BadParameter(str(exc), param_hint="--rule / [whatif] rules") from None
-    mix = None
-    if assume_mix is not None:
-        try:
-            mix = [float(x) for x in assume_mix.split(",")]
-        except ValueError:
-            mix = []
-        if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
-            raise click.BadParameter("give three non-negative percentages",
-                                     param_hint="--assume-mix")
+    mix = _assumed_mix(assume_mix)
     profiles, owners, profiles_from = _profiles(cfg, profiles_path)
-    keys = {p.key for p in profiles.values()}
-    unknown = sorted({r.key for r in parsed_rules if r.key not in keys})
-    if unknown:
-        raise click.BadParameter(
-            f"no profile named {', '.join(unknown)} (known: {', '.join(sorted(keys))});"
-            " import it (synergy profile import) or name another",
-            param_hint="--rule / [whatif] rules")
+    _check_rule_keys(parsed_rules, profiles)
     cli = SlurmCLI.for_config(cfg.slurm, timeout_s=max(cfg.slurm.timeout_s, 300))
     raw, source, export_time = _history(export, start, end, cli)
-    try:
-        history, skipped = parse_history(raw)
-    except ParseError as exc:
-        raise BadInput(f"{source}: {exc}") from None
-    reasons = dict(Counter(s.reason for s in skipped))
-    if not history and skipped:
-        raise BadInput(f"{source}: none of its {len(skipped)} records could be read: " +
-                       "; ".join(f"{n} {why}" for why, n in
-                                 sorted(reasons.items(), key=lambda kv: -kv[1])[:5]))
+    history, skipped, reasons = _parsed(raw, source)
     site = cluster_option_value(cluster_file)
     release = None
     if site is not None:
@@ -208,8 +188,68 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     ctl = _controller(cfg, release, controller_interval, release_delay, round_seconds,
                       restart_cost, requeue_budget)
     used = _usage(raw)
-    # The synergy replay is the expected forecast; the guaranteed and the optimistic are
-    # replayed beside it (whatif/forecast.py).
+    rp, built, caps = _replays(cfg, history, used, profiles, owners, found, parsed_rules,
+                               mix, seed, export_time, startup_seconds, default_time_limit,
+                               source)
+    show = sys.stderr.isatty() if progress is None else progress
+    outcome = _run(rp, profiles, cluster, found, allocator, ctl, built, caps, show)
+    doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
+                       {"slurm_release": str(release) if release else "22.05 rules",
+                        "startup_s": startup_seconds, "profiles_from": profiles_from,
+                        "default_time_limit_min": default_time_limit or "unlimited"})
+    doc.update(report.usage_section(history, rp, used, profiles, cluster.fair))
+    doc.update(report.forecast_section(outcome, rp, built, mix))
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
+        for path in report.write_html(doc, outcome, report_dir / "report.html", used):
+            click.echo(f"wrote {path}", err=True)
+    click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
+
+
+def _assumed_mix(assume_mix: str | None) -> list[float] | None:
+    if assume_mix is None:
+        return None
+    try:
+        mix = [float(x) for x in assume_mix.split(",")]
+    except ValueError:
+        mix = []
+    if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
+        raise click.BadParameter("give three non-negative percentages",
+                                 param_hint="--assume-mix")
+    return mix
+
+
+def _check_rule_keys(rules: list[Rule], profiles: dict[str, Profile]) -> None:
+    keys = {p.key for p in profiles.values()}
+    unknown = sorted({r.key for r in rules if r.key not in keys})
+    if unknown:
+        raise click.BadParameter(
+            f"no profile named {', '.join(unknown)} (known: {', '.join(sorted(keys))});"
+            " import it (synergy profile import) or name another",
+            param_hint="--rule / [whatif] rules")
+
+
+def _parsed(raw: str, source: str) -> tuple[list[HistoryJob], list[Skipped], dict[str, int]]:
+    """The history's jobs, the records skipped and how many for each reason; bad input
+    when nothing could be read."""
+    try:
+        history, skipped = parse_history(raw)
+    except ParseError as exc:
+        raise BadInput(f"{source}: {exc}") from None
+    reasons = dict(Counter(s.reason for s in skipped))
+    if not history and skipped:
+        raise BadInput(f"{source}: none of its {len(skipped)} records could be read: " +
+                       "; ".join(f"{n} {why}" for why, n in
+                                 sorted(reasons.items(), key=lambda kv: -kv[1])[:5]))
+    return history, skipped, reasons
+
+
+def _replays(cfg, history: list[HistoryJob], used: UsageRead, profiles: dict[str, Profile],
+             owners, found, rules: list[Rule], mix: list[float] | None, seed: int,
+             export_time: float | None, startup_seconds: float, default_time_limit: float,
+             source: str):
+    """The synergy replay (the expected forecast), the others beside it (guaranteed, and
+    optimistic with --assume-mix: whatif/forecast.py) and the closed loop's caps."""
     guesses = {"synergy": forecast.InferredGuess(forecast.key_classes(history, used.jobs)),
                "guaranteed": forecast.UsedGuess(forecast.key_needs(
                    history, used.jobs, cfg.usage.headroom))}
@@ -217,9 +257,9 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         # An assumption, so only when it is stated (and a replay less on a large site).
         guesses["optimistic"] = MixGuess(mix, seed)
     try:
-        built = {name: build_replay(history, profiles, found, parsed_rules, guess,
-                                    export_time, startup_seconds, default_time_limit * 60,
-                                    owners, cfg.profiles.trust)
+        built = {name: build_replay(history, profiles, found, rules, guess, export_time,
+                                    startup_seconds, default_time_limit * 60, owners,
+                                    cfg.profiles.trust)
                  for name, guess in guesses.items()}
     except HistoryError as exc:
         raise BadInput(f"{source}: {exc}") from None
@@ -230,6 +270,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         first = datetime.fromtimestamp(min(j.submit for j in future)).strftime("%Y-%m-%d")
         rp.notes[f"submitted after today (from {first}): check the export's clock"] += \
             len(future)
+    cluster = merged(found)
     too_big = [j for j in rp.trace if j.gpus > cluster.total.gpus]
     if too_big:
         raise BadInput(f"{len(too_big)} jobs ran on more GPUs than the replayed cluster has "
@@ -242,11 +283,15 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         rp.notes[f"profile {key} of user {user}: its jobs used far less than given, capped "
                  f"at {cap.cpus} cores and {cap.mem_gb:.1f} GB per GPU as the controller's "
                  "closed loop would"] += jobs_of[key, user]
-    show = sys.stderr.isatty() if progress is None else progress
+    return rp, built, caps
+
+
+def _run(rp, profiles, cluster, found, allocator, ctl, built, caps, show: bool):
+    """Every replay, with a progress bar on stderr when ``show``."""
     span = max(1.0, max(t.arrival for t in rp.trace))
     state = {"pos": 0}
-    runs = 2 + len(built)
-    with (click.progressbar(length=100 * runs, label="replaying", file=sys.stderr,
+    names = ["plain", "synergy", *built]
+    with (click.progressbar(length=100 * len(names), label="replaying", file=sys.stderr,
                             show_percent=True) if show else nullcontext()) as bar:
 
         def on_round(which: str, now: float) -> None:
@@ -257,20 +302,8 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                 bar.update(pos - state["pos"])
                 state["pos"] = pos
 
-        names = ["plain", "synergy", *built]
-        outcome = replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round,
-                                 built, caps)
-    doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
-                       {"slurm_release": str(release) if release else "22.05 rules",
-                        "startup_s": startup_seconds, "profiles_from": profiles_from,
-                        "default_time_limit_min": default_time_limit or "unlimited"})
-    doc.update(report.usage_section(history, rp, used, profiles, cluster.fair))
-    doc.update(report.forecast_section(outcome, rp, built, mix))
-    if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
-        for path in report.write_html(doc, outcome, report_dir / "report.html", used):
-            click.echo(f"wrote {path}", err=True)
-    click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
+        return replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round, built,
+                              caps)
 
 
 def _usage(raw: str) -> UsageRead:
