@@ -157,33 +157,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     pols = csv_list(policies, tuple(POLICIES), "policy")
     allocs = csv_list(allocators, ALLOCATOR_NAMES, "allocator")
     profiles = profiles_option_value(profiles_path)
-    win = None
-    if window is not None:
-        nums = _numbers(window, "job id")
-        if len(nums) != 2 or nums[0] > nums[1] or nums[0] < 0:
-            raise click.BadParameter("expected FIRST,LAST with FIRST <= LAST",
-                                     param_hint="--window")
-        win = (int(nums[0]), int(nums[1]))
-    if trace_path:
-        try:
-            workload = Workload(jobs=tuple(read_trace(trace_path, profiles)), static=static)
-        except TraceError as exc:
-            raise BadInput(str(exc)) from None
-        load_list: list[float | None] = [None]
-    else:
-        mix = _numbers(split, "percentage")
-        if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
-            raise click.BadParameter("give three non-negative percentages", param_hint="--split")
-        load_list = list(_numbers(loads, "load"))
-        if min(load_list) <= 0:
-            raise click.BadParameter("loads must be positive", param_hint="--jobs-per-hour")
-        win = win or (4000, 4999)
-        count = count or win[1] + 1001
-        if count <= win[1]:
-            raise click.BadParameter("the trace must reach the window's last job",
-                                     param_hint="--jobs")
-        workload = Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
-                            static=static, count=count)
+    workload, load_list, win = _workload(trace_path, profiles, static, window, split, loads,
+                                         count, multi_gpu, seed)
     if mislabel:
         workload = replace(workload, mislabel=_mislabel(mislabel, profiles))
     site = cluster_option_value(cluster_file)
@@ -209,6 +184,57 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)
     show = sys.stderr.isatty() if progress is None else progress
+    results = _run_with_progress(runs, workload, profiles, base, workers, show)
+    rows = [summary_row(res, run.load) for run, res in results]
+    if out is not None:
+        for p in write_results(out, [(res, run.load) for run, res in results]):
+            click.echo(f"wrote {p}", err=True)
+    if record_trace is not None:
+        if workload.jobs is not None:
+            jobs = list(workload.stream(profiles, None))
+        else:
+            jobs = list(workload.stream(profiles, load_list[0]))
+        write_trace(record_trace, jobs)
+        click.echo(f"wrote {record_trace} ({len(jobs)} jobs)", err=True)
+    _print(rows, fmt)
+
+
+def _workload(trace_path, profiles, static: bool, window: str | None, split: str, loads: str,
+              count: int | None, multi_gpu: bool, seed: int
+              ) -> tuple[Workload, list[float | None], tuple[int, int] | None]:
+    """The jobs (a trace, or a generated stream), the loads to run it at and the window
+    of job ids measured."""
+    win = None
+    if window is not None:
+        nums = _numbers(window, "job id")
+        if len(nums) != 2 or nums[0] > nums[1] or nums[0] < 0:
+            raise click.BadParameter("expected FIRST,LAST with FIRST <= LAST",
+                                     param_hint="--window")
+        win = (int(nums[0]), int(nums[1]))
+    if trace_path:
+        try:
+            workload = Workload(jobs=tuple(read_trace(trace_path, profiles)), static=static)
+        except TraceError as exc:
+            raise BadInput(str(exc)) from None
+        return workload, [None], win
+    mix = _numbers(split, "percentage")
+    if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
+        raise click.BadParameter("give three non-negative percentages", param_hint="--split")
+    load_list: list[float | None] = list(_numbers(loads, "load"))
+    if min(x for x in load_list if x is not None) <= 0:
+        raise click.BadParameter("loads must be positive", param_hint="--jobs-per-hour")
+    win = win or (4000, 4999)
+    count = count or win[1] + 1001
+    if count <= win[1]:
+        raise click.BadParameter("the trace must reach the window's last job",
+                                 param_hint="--jobs")
+    return (Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
+                     static=static, count=count), load_list, win)
+
+
+def _run_with_progress(runs, workload: Workload, profiles, base: SimConfig, workers: int,
+                       show: bool) -> list:
+    """Every run, with a progress bar (a line per tenth off a terminal) when ``show``."""
     per_run = len(workload.jobs) if workload.jobs is not None else workload.count
     bar: Any = None
     if show and sys.stderr.isatty():
@@ -235,25 +261,13 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     if bar is not None:
         bar.__enter__()
     try:
-        results = run_all(runs, workload, profiles, base, workers=workers, done=done,
-                          on_round=on_round if workers == 1 else None)
+        return run_all(runs, workload, profiles, base, workers=workers, done=done,
+                       on_round=on_round if workers == 1 else None)
     except SimulationCapped as exc:
         raise Failed(str(exc)) from None
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
-    rows = [summary_row(res, run.load) for run, res in results]
-    if out is not None:
-        for p in write_results(out, [(res, run.load) for run, res in results]):
-            click.echo(f"wrote {p}", err=True)
-    if record_trace is not None:
-        if workload.jobs is not None:
-            jobs = list(workload.stream(profiles, None))
-        else:
-            jobs = list(workload.stream(profiles, load_list[0]))
-        write_trace(record_trace, jobs)
-        click.echo(f"wrote {record_trace} ({len(jobs)} jobs)", err=True)
-    _print(rows, fmt)
 
 
 class LineProgress:
