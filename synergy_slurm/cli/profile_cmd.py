@@ -120,19 +120,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     elif not submit:
         store = _store(config_path, store_path)
     if submit:
-        # [slurm]'s commands (its slurm.conf, bin directory), with sbatch's own timeout.
-        cli = SlurmCLI.for_config(config_or_exit(config_path).slurm, timeout_s=SBATCH_TIMEOUT_S)
-        cli.binary("sbatch")     # "sbatch not found" before anything is written
-        script = Path(tempfile.mkdtemp(prefix="synergy-profile-")) / "run.sh"
-        script.write_text('#!/bin/sh\nexec "$@"\n')
-        script.chmod(0o755)
-        me = [sys.executable, "-m", "synergy_slurm.cli.main", "profile", "run"]
-        if store_path:
-            me += ["--store", str(store_path)]
-        if config_path:
-            me += ["--config", str(config_path)]
-        me += ["--key", key, "--gpus", str(gpus), "--budget-s", str(budget_s),
-               "--steps", str(steps), "--warmup", str(warmup)]
+        me = ["--key", key, "--gpus", str(gpus), "--budget-s", str(budget_s),
+              "--steps", str(steps), "--warmup", str(warmup)]
         if max_cpus:
             me += ["--max-cpus", str(max_cpus)]
         if dataset_gb:
@@ -140,13 +129,7 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                    "--mem-gb-s", str(mem_gb_s)]
         if dataset_samples:
             me += ["--dataset-samples", str(dataset_samples)]
-        opts = profiling_job_options(key, gpus, budget_s,
-                                     max(1, max_cpus // gpus) if max_cpus else None)
-        try:
-            out = cli.run("sbatch", ["--parsable", *opts, str(script), *me, "--", *command])
-        finally:
-            shutil.rmtree(script.parent, ignore_errors=True)   # sbatch sent its copy
-        click.echo(f"submitted profiling job {out.strip()}")
+        _submit(config_path, store_path, key, gpus, budget_s, max_cpus, me, command)
         return
     cores = max_cpus or int(os.environ.get("SLURM_CPUS_ON_NODE") or os.cpu_count() or 1)
     per_gpu_max = max(1, cores // gpus)
@@ -172,19 +155,7 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     storage = StorageModel(dataset_gb, disk_gb_s, mem_gb_s) if dataset_gb else None
     curve = {k: m.samples_per_s for k, m in res.points.items()}
     prof = build_profile(key, curve, gpus, storage=storage, samples_per_epoch=dataset_samples)
-    if out is not None:
-        result = {**profiles_to_doc({key: prof}), RESULT_META: {
-            "measured_points": len(res.points), "profiling_cpu_s": round(res.cpu_s, 3),
-            "wall_s": round(res.wall_s, 3), "curve": curve,
-            "read_bytes_per_sample": read_per_sample, "dataset_gb": dataset_gb,
-            "samples_per_epoch": dataset_samples}}
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1) + "\n")
-        tmp.replace(out)
-    else:
-        assert store is not None
-        store.put(prof, measured_points=len(res.points),
-                                            profiling_cpu_s=res.cpu_s, source="profiler")
+    _keep(prof, res, curve, out, store, read_per_sample, dataset_gb, dataset_samples)
     if fmt == "json":
         click.echo(json.dumps({"key": key, "curve": curve, "measured_points": len(res.points),
                                "repeats": res.repeats, "profiling_cpu_s": round(res.cpu_s, 2),
@@ -202,6 +173,48 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     if memory_note:
         click.echo(f"  memory model: {memory_note}")
     click.echo(f"  ideal: {prof.ideal.cpus} cores/GPU, {prof.ideal.mem_gb:g} GB/GPU")
+
+
+def _keep(prof, res, curve: dict[int, float], out: Path | None, store, read_per_sample,
+          dataset_gb, dataset_samples) -> None:
+    """The profile to ``--out`` (with how it was measured) or into the store."""
+    if out is not None:
+        result = {**profiles_to_doc({prof.key: prof}), RESULT_META: {
+            "measured_points": len(res.points), "profiling_cpu_s": round(res.cpu_s, 3),
+            "wall_s": round(res.wall_s, 3), "curve": curve,
+            "read_bytes_per_sample": read_per_sample, "dataset_gb": dataset_gb,
+            "samples_per_epoch": dataset_samples}}
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        tmp.replace(out)
+    else:
+        assert store is not None
+        store.put(prof, measured_points=len(res.points), profiling_cpu_s=res.cpu_s,
+                  source="profiler")
+
+
+def _submit(config_path, store_path, key: str, gpus: int, budget_s: float,
+            max_cpus: int | None, run_args: list[str], command: tuple[str, ...]) -> None:
+    """``profile run --submit``: the same run, as a profiling job of its own."""
+    # [slurm]'s commands (its slurm.conf, bin directory), with sbatch's own timeout.
+    cli = SlurmCLI.for_config(config_or_exit(config_path).slurm, timeout_s=SBATCH_TIMEOUT_S)
+    cli.binary("sbatch")     # "sbatch not found" before anything is written
+    script = Path(tempfile.mkdtemp(prefix="synergy-profile-")) / "run.sh"
+    script.write_text('#!/bin/sh\nexec "$@"\n')
+    script.chmod(0o755)
+    me = [sys.executable, "-m", "synergy_slurm.cli.main", "profile", "run"]
+    if store_path:
+        me += ["--store", str(store_path)]
+    if config_path:
+        me += ["--config", str(config_path)]
+    opts = profiling_job_options(key, gpus, budget_s,
+                                 max(1, max_cpus // gpus) if max_cpus else None)
+    try:
+        out = cli.run("sbatch", ["--parsable", *opts, str(script), *me, *run_args, "--",
+                                 *command])
+    finally:
+        shutil.rmtree(script.parent, ignore_errors=True)   # sbatch sent its copy
+    click.echo(f"submitted profiling job {out.strip()}")
 
 
 def _read_bytes_per_sample(res) -> float | None:
