@@ -267,18 +267,8 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
         raise TypeError("gres_detail is not a list")
     alloc_gpus = [_detail_gpus(text(g)) for g in gres_detail]
     gtype = next((g[1] for g in (per_job, per_node, per_task, per_socket) if g and g[1]), None)
-    if per_job:
-        gpus = per_job[0]
-    elif per_node:
-        gpus = per_node[0] * max(num_nodes, len(node_names) or 1)
-    elif per_task:
-        gpus = per_task[0] * (num_tasks or 1)
-    elif per_socket:
-        gpus = sum(alloc_gpus) or per_socket[0]
-    else:
-        gpus = 0
-    if sum(alloc_gpus) > 0 and state != "PENDING":
-        gpus = sum(alloc_gpus)
+    gpus = _total_gpus(per_job, per_node, per_task, per_socket,
+                       max(num_nodes, len(node_names) or 1), num_tasks, alloc_gpus, state)
     alloc = _allocations(rec, node_names, alloc_gpus)
     req = tres_items(text(rec.get("tres_req_str")))
     cpus = num(rec.get("cpus"), None)
@@ -286,11 +276,7 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
         cpus = int(req.get("cpu", "0") or 0)
     priority = num(rec.get("priority"), 0) or 0
     reason = text(rec.get("state_reason"))
-    array_id = num(rec.get("array_job_id"), 0) or None
-    task_id = num(rec.get("array_task_id"), None)
-    if task_id is not None and task_id >= NO_VAL:
-        task_id = None          # 22.05 writes NO_VAL for the pending tasks' record
-    array_string = text(rec.get("array_task_string"))
+    array_id, task_id, array_pending, array_throttle = _array(rec, state)
     het_id = num(rec.get("het_job_id"), 0) or None
     limit_min = num(rec.get("time_limit"), None)
     mem_per_gpu = per_gpu_value(text(rec.get("memory_per_tres")))
@@ -330,15 +316,47 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
         start_time=num(rec.get("start_time"), 0) or 0,
         array_job_id=array_id,
         array_task_id=task_id,
-        array_pending_tasks=(count_array_tasks(array_string)
-                             if array_id and task_id is None and state == "PENDING" else 0),
-        array_throttle=max(num(rec.get("array_max_tasks"), 0) or 0, _throttle(array_string)),
+        array_pending_tasks=array_pending,
+        array_throttle=array_throttle,
         het_job_id=het_id,
         time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
         eligible_time=num(rec.get("eligible_time"), 0) or 0,
         reservation=text(rec.get("resv_name")),
         resizing="RESIZING" in state_flags(rec["job_state"]),
     )
+
+
+def _total_gpus(per_job: tuple[int, str | None] | None,
+                per_node: tuple[int, str | None] | None,
+                per_task: tuple[int, str | None] | None,
+                per_socket: tuple[int, str | None] | None, nodes: int,
+                num_tasks: int | None, alloc_gpus: list[int], state: str) -> int:
+    """A job's GPUs: what it was given once it holds them, else what it asked for."""
+    if sum(alloc_gpus) > 0 and state != "PENDING":
+        return sum(alloc_gpus)
+    if per_job:
+        return per_job[0]
+    if per_node:
+        return per_node[0] * nodes
+    if per_task:
+        return per_task[0] * (num_tasks or 1)
+    if per_socket:
+        return sum(alloc_gpus) or per_socket[0]
+    return 0
+
+
+def _array(rec: Mapping[str, Any], state: str) -> tuple[int | None, int | None, int, int]:
+    """An array job's id, this record's task id (None: the record of the tasks that have
+    not started), how many tasks that record stands for, and the array's throttle."""
+    array_id = num(rec.get("array_job_id"), 0) or None
+    task_id = num(rec.get("array_task_id"), None)
+    if task_id is not None and task_id >= NO_VAL:
+        task_id = None          # 22.05 writes NO_VAL for the pending tasks' record
+    array_string = text(rec.get("array_task_string"))
+    pending = (count_array_tasks(array_string)
+               if array_id and task_id is None and state == "PENDING" else 0)
+    return (array_id, task_id, pending,
+            max(num(rec.get("array_max_tasks"), 0) or 0, _throttle(array_string)))
 
 
 NO_VAL = 0xFFFFFFFE
