@@ -48,7 +48,7 @@ from .options import cluster_option_value, default_profiles_path, profiles_optio
 @click.option("--jobs", default=48, show_default=True, type=click.IntRange(4, 500),
               help="Jobs in the mix (40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
               "1/2/4 GPUs at 60/30/10%).")
-@click.option("--mean-s", default=60.0, show_default=True, type=click.FloatRange(5),
+@click.option("--mean-s", default=48.0, show_default=True, type=click.FloatRange(5),
               help="Mean job length at the GPU-proportional share (wall seconds).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the mix: the same seed gives the same jobs.")
@@ -82,8 +82,8 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     submission times, with the gap; and writes DIR/demo.png, both runs' timelines side by
     side (GPUs busy, cores given to each kind, as squeue showed them). A job that does not
     complete stops the demo with its id, state and first lines of output, and no figures.
-    Needs root; about 7 minutes with the defaults (two phases of about 3.5 minutes each
-    on a 2-core machine).
+    Needs root; about 5.5 minutes with the defaults on a 2-core machine (two phases of 2.5
+    to 3 minutes: 48 jobs of 24-72 s at the proportional share on 32 GPUs).
 
     With --cluster (e.g. ``mixed``: A100 and H100 partitions and one over both) the jobs
     go to its partitions in turn, each job's length set at its partition's proportional
