@@ -4,6 +4,11 @@
     python benchmarks/core_round.py            # table: allocator x cluster size
     python benchmarks/core_round.py --json     # [{"allocator", "gpus", "jobs", "seconds"}]
     python benchmarks/core_round.py --opt-gap --json   # {"cases", "mean_gap", "max_gap"}
+    python benchmarks/core_round.py --at-scale --json  # 10,000 jobs on 1,000 nodes
+
+``--at-scale``: one plan of 10,000 pending jobs on 1,000 nodes of 8 GPUs (a big site's
+round) by TUNE and by OPT, each in a process of its own: its time and the process's peak
+memory (``ru_maxrss``), beside a process that only builds the jobs.
 
 A full queue is 1,000 jobs (the paper's ten models, 1-8 GPUs each) for 128 and 512 GPUs and
 2,000 for 2,048 GPUs, so that every size has more demand than GPUs. Times are the median of
@@ -14,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
+import resource
 import statistics
 import sys
 import time
@@ -68,6 +75,47 @@ def speed(profiles, repeat: int) -> list[dict]:
     return rows
 
 
+AT_SCALE = (8000, 10_000)      # GPUs (1,000 nodes of 8), pending jobs
+
+
+def _at_scale_child(name: str, profiles_path: Path, conn) -> None:
+    profiles = load_profiles(profiles_path)
+    gpus, njobs = AT_SCALE
+    rng = random.Random(gpus)
+    cluster = ClusterState.uniform(gpus // 8)
+    jobs: list = []
+    while len(jobs) < njobs:
+        jobs += full_cluster_jobs(rng, profiles, gpus, sizes=range(1, 9))
+    jobs = [j.__class__(**{**j.__dict__, "id": i, "submitted": float(i)})
+            for i, j in enumerate(jobs[:njobs])]
+    t0 = time.perf_counter()
+    plan = None
+    if name != "jobs only":
+        alloc = OptAllocator(time_limit_s=120) if name == "opt" else get_allocator(name)
+        plan = make_plan(jobs, cluster, get_policy("fifo"), alloc, now=0)
+    seconds = time.perf_counter() - t0
+    conn.send({"allocator": name, "gpus": gpus, "jobs": njobs,
+               "seconds": round(seconds, 3),
+               "admitted": len(plan.allocations) if plan else 0,
+               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                                    1)})
+    conn.close()
+
+
+def at_scale(profiles_path: Path) -> list[dict]:
+    """A big site's round, each allocator in a fresh process (its peak memory its own)."""
+    ctx = multiprocessing.get_context("fork")
+    rows = []
+    for name in ("jobs only", "tune", "opt"):
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_at_scale_child, args=(name, profiles_path, child))
+        proc.start()
+        rows.append(parent.recv())
+        proc.join()
+        print(f"  {name:>9}: {rows[-1]}", file=sys.stderr)
+    return rows
+
+
 def opt_gap(profiles, cases: int, split, allocator: str) -> dict:
     rng = random.Random(11)
     fifo = get_policy("fifo")
@@ -91,6 +139,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--opt-gap", action="store_true", help="TUNE against the OPT bound")
+    ap.add_argument("--at-scale", action="store_true",
+                    help="10,000 jobs on 1,000 nodes: TUNE and OPT, time and peak memory")
     ap.add_argument("--cases", type=int, default=50)
     ap.add_argument("--allocator", default="tune", help="allocator compared with OPT")
     ap.add_argument("--split", default="uniform",
@@ -98,6 +148,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profiles", type=Path, default=DEFAULT_PROFILES)
     args = ap.parse_args()
+    if args.at_scale:
+        rows = at_scale(args.profiles)
+        print(json.dumps(rows) if args.json else "\n".join(
+            f"{r['allocator']:>9}: {r['seconds']:8.3f} s, peak {r['peak_rss_mb']:7.1f} MB, "
+            f"{r['admitted']} admitted" for r in rows))
+        return 0
     profiles = load_profiles(args.profiles)
     if args.opt_gap:
         split = None if args.split == "uniform" else [float(x) for x in args.split.split(",")]

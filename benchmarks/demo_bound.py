@@ -32,7 +32,7 @@ from synergy_slurm.cli.options import default_profiles_path
 from synergy_slurm.core import ClusterState
 from synergy_slurm.profiles import load_profiles
 from synergy_slurm.sim.engine import SimConfig, simulate
-from synergy_slurm.sim.jobsets import CLASSES
+from synergy_slurm.sim.jobsets import CLASSES, models_in_turn
 from synergy_slurm.sim.trace import TraceJob
 
 SPLITS = ((60, 30, 10), (20, 70, 10), (40, 20, 40), (100, 0, 0))
@@ -42,16 +42,12 @@ def saturated_mix(profiles, n: int, split, seed: int) -> list[TraceJob]:
     """``n`` single-GPU jobs at t=0, classes by ``split``, models round-robin in a class,
     0.5-1.5 h each at the proportional share (3 cores, 62.5 GB)."""
     rng = random.Random(seed)
-    turn = dict.fromkeys(CLASSES, 0)
+    picks = models_in_turn(rng, CLASSES, split)
     out = []
     for i in range(n):
-        cls = rng.choices(list(CLASSES), weights=split)[0]
-        model = CLASSES[cls][turn[cls] % len(CLASSES[cls])]
-        turn[cls] += 1
-        p = profiles[model]
-        per_iter = (p.iter_time_s or 1.0) / p.at(3, 62.5)
+        _, model = next(picks)
         seconds = rng.uniform(0.5, 1.5) * 3600
-        out.append(TraceJob(i, model, 0.0, max(1, round(seconds / per_iter)), 1))
+        out.append(TraceJob(i, model, 0.0, profiles[model].iterations_in(seconds, 3, 62.5), 1))
     return out
 
 

@@ -37,18 +37,16 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import e2e_whatif  # the figures from Slurm's records, as the whatif benchmark reads them
+from arrivals import plain_then_synergy, submit_at_arrivals
 from click.testing import CliRunner
 
 from synergy_slurm import devcluster
 from synergy_slurm.cli.main import main as synergy
-from synergy_slurm.config import config_from_dict
-from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.devcluster import local_spec
 from synergy_slurm.devcluster.releases import RELEASES
 from synergy_slurm.profiles import load_profiles
@@ -144,25 +142,22 @@ def run_mix(cli: SlurmCLI, jobs: list[Job], profiles, profiles_path: Path, work:
     """Submit each job at its arrival, wait until all are gone."""
     state = work / tag
     state.mkdir()
-    t0 = time.monotonic()
-    for j in jobs:
-        time.sleep(max(0.0, t0 + j.arrival - time.monotonic()))
+
+    def sbatch_args(j: Job) -> list[str]:
         k = kind(j.kind)
         prof = profiles[k.model]
         cpus = k.cpus_per_gpu or 1
-        per_iter = (prof.iter_time_s or 1.0) / prof.at(cpus, 62.5)
-        iterations = max(1, round(j.seconds / per_iter))
+        iterations = prof.iterations_in(j.seconds, cpus, 62.5)
         cmd = (f"exec {sys.executable} -m synergy_slurm.emulate --profiles {profiles_path} "
                f"--model {key(k)} --iterations {iterations} --scale 1 "
                f"--use-cores {k.use_cores} --use-mem-mb {k.use_mem_mb} "
                f"--state {state}/job{j.job_id}.state")
         shape = [f"--cpus-per-gpu={k.cpus_per_gpu}"] if k.cpus_per_gpu else []
         comment = [f"--comment=synergy:profile={key(k)}"] if tagged else []
-        cli.run("sbatch", ["--parsable", "--gpus=1", "--time=30", *shape, *comment,
-                           f"--job-name={k.name}", "-o", str(state / f"job{j.job_id}.out"),
-                           "--wrap", cmd])
-    while cli.run("squeue", ["-h", "-o", "%A"]).split():
-        time.sleep(0.5)
+        return ["--gpus=1", "--time=30", *shape, *comment, f"--job-name={k.name}", "-o",
+                str(state / f"job{j.job_id}.out"), "--wrap", cmd]
+
+    submit_at_arrivals(cli, jobs, sbatch_args)
 
 
 def export(cli: SlurmCLI, n: int, path: Path, since: float) -> Path:
@@ -210,23 +205,11 @@ def runs(args, out: Path) -> dict:
                        "audit_log": str(work / "audit.jsonl"), "requeue_budget": 0}}
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=60)
-        since = time.time()
-        t = time.monotonic()
-        run_mix(cli, jobs, profiles, profiles_path, work, "plain", tagged=False)
-        plain_wall = time.monotonic() - t
-        export(cli, len(jobs), out / "plain.json", since)
-        ctl = Controller(config_from_dict(cfg_doc))
-        ctl.run_round()   # the hook table: from now on the hook holds or shapes the jobs
-        stop = threading.Event()
-        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
-        thread.start()
-        since = time.time()
-        t = time.monotonic()
-        run_mix(cli, jobs, profiles, profiles_path, work, "synergy", tagged=True)
-        synergy_wall = time.monotonic() - t
-        stop.set()
-        thread.join(timeout=60)
-        export(cli, len(jobs), out / "synergy.json", since)
+        walls = plain_then_synergy(
+            cfg_doc, lambda phase: run_mix(cli, jobs, profiles, profiles_path, work, phase,
+                                           tagged=phase == "synergy"),
+            lambda phase, since: export(cli, len(jobs), out / f"{phase}.json", since))
+        plain_wall, synergy_wall = walls["plain"], walls["synergy"]
         shutil.copy(work / "audit.jsonl", out / "audit.jsonl")
     finally:
         devcluster.down(spec)

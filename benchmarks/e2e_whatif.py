@@ -34,17 +34,15 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from arrivals import plain_then_synergy, submit_at_arrivals
 from click.testing import CliRunner
 
 from synergy_slurm import devcluster
 from synergy_slurm.cli.main import main as synergy
-from synergy_slurm.config import config_from_dict
-from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.core import PerGpu
 from synergy_slurm.devcluster import local_spec
 from synergy_slurm.devcluster.releases import RELEASES
@@ -119,24 +117,22 @@ def run_mix(cli: SlurmCLI, jobs: list[BenchJob], profiles, profiles_path: Path, 
     """Submit each job at its arrival, wait until all are gone."""
     state = work / tag
     state.mkdir()
-    t0 = time.monotonic()
-    for j in jobs:
-        time.sleep(max(0.0, t0 + j.arrival - time.monotonic()))
+
+    def sbatch_args(j: BenchJob) -> list[str]:
         prof = profiles[j.model]
         fair = fair_share(site, j.partition)
-        per_iter = (prof.iter_time_s or 1.0) / prof.at(fair.cpus, fair.mem_gb)
-        iterations = max(1, round(j.seconds / per_iter))
+        iterations = prof.iterations_in(j.seconds, fair.cpus, fair.mem_gb)
         cmd = (f"{sys.executable} -m synergy_slurm.emulate --profiles {profiles_path} "
                f"--model {j.model} --iterations {iterations} --scale 1 "
                f"--state {state}/job{j.job_id}.state")
         cmd = "sleep 20; exit 3" if j.outcome == "fail" else f"exec {cmd}"
         gpus = f"{j.gpu_type}:{j.gpus}" if j.gpu_type else str(j.gpus)
         where = [f"--partition={j.partition}"] if j.partition else []
-        cli.run("sbatch", ["--parsable", f"--gpus={gpus}", f"--time={j.time_min}", *where,
-                           f"--comment=synergy:profile={j.model}", f"--job-name=w{j.job_id}",
-                           "-o", str(state / f"job{j.job_id}.out"), "--wrap", cmd])
-    while cli.run("squeue", ["-h", "-o", "%A"]).split():
-        time.sleep(0.5)
+        return [f"--gpus={gpus}", f"--time={j.time_min}", *where,
+                f"--comment=synergy:profile={j.model}", f"--job-name=w{j.job_id}", "-o",
+                str(state / f"job{j.job_id}.out"), "--wrap", cmd]
+
+    submit_at_arrivals(cli, jobs, sbatch_args)
 
 
 def export(cli: SlurmCLI, names: set[str], path: Path, since: float) -> Path:
@@ -183,23 +179,12 @@ def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
     names = {f"w{j.job_id}" for j in jobs}
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=60)
-        since = time.time()
-        t = time.monotonic()
-        run_mix(cli, jobs, profiles, profiles_path, site, work, "plain")
-        plain_wall = time.monotonic() - t
-        export(cli, names, plain, since)
-        ctl = Controller(config_from_dict(cfg_doc))
-        ctl.run_round()   # the hook table: from now on the hook holds or shapes the jobs
-        stop = threading.Event()
-        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
-        thread.start()
-        since = time.time()
-        t = time.monotonic()
-        run_mix(cli, jobs, profiles, profiles_path, site, work, "synergy")
-        synergy_wall = time.monotonic() - t
-        stop.set()
-        thread.join(timeout=60)
-        export(cli, names, synergy_run, since)
+        files = {"plain": plain, "synergy": synergy_run}
+        walls = plain_then_synergy(
+            cfg_doc, lambda phase: run_mix(cli, jobs, profiles, profiles_path, site, work,
+                                           phase),
+            lambda phase, since: export(cli, names, files[phase], since))
+        plain_wall, synergy_wall = walls["plain"], walls["synergy"]
         shutil.copy(work / "audit.jsonl", synergy_run.with_name("audit.jsonl"))
     finally:
         devcluster.down(spec)

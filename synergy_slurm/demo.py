@@ -21,6 +21,7 @@ from pathlib import Path
 from .core import PerGpu, Profile
 from .core.pools import Pool, merged
 from .sim.engine import SimConfig, simulate
+from .sim.jobsets import models_in_turn
 from .sim.trace import TraceJob
 from .slurm import queue
 from .slurm.commands import SlurmCLI
@@ -45,8 +46,7 @@ class DemoJob:
     partition: str = ""       # "": the cluster's default partition
 
     def iterations(self, profile: Profile, fair: PerGpu) -> int:
-        per_iter = (profile.iter_time_s or 1.0) / profile.at(fair.cpus, fair.mem_gb)
-        return max(1, round(self.seconds / per_iter))
+        return profile.iterations_in(self.seconds, fair.cpus, fair.mem_gb)
 
 
 def demo_mix(jobs: int, mean_s: float, seed: int = 0,
@@ -55,12 +55,10 @@ def demo_mix(jobs: int, mean_s: float, seed: int = 0,
     0.5-1.5 x ``mean_s``; models round-robin within a kind; partitions in turn (the
     same jobs for a seed, whatever the partitions)."""
     rng = random.Random(seed)
-    turn = dict.fromkeys(KINDS, 0)
+    picks = models_in_turn(rng, KINDS, KIND_WEIGHTS)
     out = []
     for i in range(jobs):
-        kind = rng.choices(list(KINDS), weights=KIND_WEIGHTS)[0]
-        model = KINDS[kind][turn[kind] % len(KINDS[kind])]
-        turn[kind] += 1
+        kind, model = next(picks)
         gpus = rng.choices([g for g, _ in GPU_CHOICES], weights=[w for _, w in GPU_CHOICES])[0]
         out.append(DemoJob(i, model, kind, gpus, round(rng.uniform(0.5, 1.5) * mean_s, 1),
                            partitions[i % len(partitions)]))

@@ -86,6 +86,12 @@ class Profile:
         self._cache[key] = val
         return val
 
+    def iterations_in(self, seconds: float, cpus_per_gpu: float, mem_gb_per_gpu: float) -> int:
+        """How many iterations take ``seconds`` at this share (at least one): how the demo
+        and the benchmarks size an emulated job to run that long at its proportional share."""
+        per_iter = (self.iter_time_s or 1.0) / self.at(cpus_per_gpu, mem_gb_per_gpu)
+        return max(1, round(seconds / per_iter))
+
     def speedup(self, point: PerGpu, fair: PerGpu) -> float:
         """Throughput at ``point`` relative to the proportional point ``fair``."""
         return self.at(point.cpus, point.mem_gb) / self.at(fair.cpus, fair.mem_gb)

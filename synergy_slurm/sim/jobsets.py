@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from ..core import JobSpec, Profile
 
@@ -13,6 +13,18 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "language": ("gnmt", "transformer", "lstm"),
     "speech": ("m5", "deepspeech"),
 }
+
+
+def models_in_turn(rng: random.Random, classes: Mapping[str, Sequence[str]],
+                   weights: Sequence[float]) -> Iterator[tuple[str, str]]:
+    """Endless (class, model) picks: each class drawn by ``weights``, the models of a class
+    in turn (a mix that holds every model of a class alike)."""
+    names = list(classes)
+    turn = dict.fromkeys(names, 0)
+    while True:
+        cls = rng.choices(names, weights=weights)[0]
+        yield cls, classes[cls][turn[cls] % len(classes[cls])]
+        turn[cls] += 1
 
 
 def pick_model(rng: random.Random, profiles: Mapping[str, Profile],
