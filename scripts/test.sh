@@ -26,11 +26,12 @@ if [[ " ${SYNERGY_TEST_RELEASES-24.11 26.05} " == *" 24.11 "* ]] && [ -f "$pyslu
     .venv/bin/synergy dev-cluster venv --slurm 24.11 --cache "$cache" --pyslurm "$pyslurm_src"
     echo "== pyslurm venv ready after $((SECONDS - start)) s" >&2
 fi
-.venv/bin/python -m pytest "$@"
+# --durations: where the suite's time goes, in every log (the CI budget is 25 minutes).
+.venv/bin/python -m pytest --durations=15 "$@"
 for release in ${SYNERGY_TEST_RELEASES-24.11 26.05}; do
     echo "== the real-Slurm tests on Slurm $release" >&2
     rc=0
-    SYNERGY_TEST_SLURM="$release" .venv/bin/python -m pytest -m slurm "$@" || rc=$?
+    SYNERGY_TEST_SLURM="$release" .venv/bin/python -m pytest -m slurm --durations=10 "$@" || rc=$?
     # With a filter of the caller's, "no tests selected" (5) is not a failure here.
     if [ "$rc" -ne 0 ] && ! { [ "$rc" -eq 5 ] && [ $# -gt 0 ]; }; then
         exit "$rc"
