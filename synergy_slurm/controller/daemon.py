@@ -314,6 +314,8 @@ class Controller:
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
         caps = self._limits(groups, snap, can_lower)
         suspect = suspect_caps(self.state)
+        # A refused job is remembered while it runs only.
+        self._shrink_refused &= {j.job_id for j in managed if j.running}
         peaks = self._memory_floors([j for j in managed if j.running
                                      and j.job_id not in self._shrink_refused]) \
             if can_shrink else {}
