@@ -171,8 +171,8 @@ class Controller:
         self._owners: dict[str, str] = {}
         self._stale_seen: set[str] = set()
         self._caps: Capabilities | None = None
-        # Running jobs Slurm refused to lower in place (started before PrologFlags=Contain):
-        # not asked again.
+        # Running jobs the writer says can never be lowered in place (started before
+        # PrologFlags=Contain): not asked again while they run.
         self._shrink_refused: set[int] = set()
 
     def capabilities(self) -> Capabilities:
@@ -559,7 +559,8 @@ class Controller:
             elif a.kind == SHRINK:
                 try:
                     self.writer.lower_running_memory(job, after.mem_per_gpu_mb)
-                except SlurmError:
+                except Unsupported:
+                    # This job can never be lowered; a passing failure is tried again.
                     self._shrink_refused.add(job.job_id)
                     raise
             return Outcome(Result.DONE)

@@ -95,7 +95,7 @@ def read_history(cli: SlurmCLI, start: str, end: str) -> str:
     try:
         return cli.run("sacct", [*HISTORY_JSON_ARGS, "-S", start, "-E", end])
     except SlurmError as exc:
-        if "json" not in str(exc).lower():
+        if "json" not in exc.stderr.lower():      # sacct's own words, not our arguments
             raise
         return cli.run("sacct", [*HISTORY_TEXT_ARGS, "-S", start, "-E", end])
 

@@ -193,7 +193,14 @@ class SlurmWriter:
         if not 1 <= want < max(a.mem_mb for a in job.alloc):
             raise Unsupported(f"job {job.job_id}: {want} MB per node is not lower than "
                               "what it holds")
-        self.mutate(["update", f"JobId={int(job.job_id)}", f"MinMemoryNode={want}"])
+        try:
+            self.mutate(["update", f"JobId={int(job.job_id)}", f"MinMemoryNode={want}"])
+        except SlurmError as exc:
+            if "extern step" in exc.stderr:
+                # Started before PrologFlags=Contain: this job can never be lowered.
+                raise Unsupported(f"job {job.job_id}: Slurm lowers a running job's memory "
+                                  f"only with an extern step ({exc.stderr[:120]})") from None
+            raise
         # The resize is asynchronous: slurmctld marks the job RESIZING, asks each node's
         # slurmd to lower its limit and changes the allocation only when every node has
         # answered (seconds on a loaded machine). Wait for that before calling it done.

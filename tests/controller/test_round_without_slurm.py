@@ -21,7 +21,7 @@ from synergy_slurm.slurm.fake import FakeReader, FakeWriter
 from synergy_slurm.slurm.limits import QosLimits, SiteLimits, Tres
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob, SlurmNode, SlurmPartition, Snapshot
 from synergy_slurm.slurm.release import Release
-from synergy_slurm.slurm.writer import Shape
+from synergy_slurm.slurm.writer import Shape, Unsupported
 
 NOW = 1_800_000_000.0
 
@@ -367,24 +367,28 @@ def test_a_site_without_an_extern_step_is_told_once_and_not_asked(tmp_path, prof
 
 
 def test_a_job_slurm_refuses_to_shrink_is_not_asked_again(tmp_path, profiles_path):
-    """A job that started before PrologFlags=Contain has no extern step: Slurm refuses it,
-    the round records the error, and later rounds leave that job as it is."""
+    """A job that started before PrologFlags=Contain has no extern step: the writer says
+    Unsupported, the round records the error, and later rounds leave that job as it is; a
+    passing failure (a timeout) is asked again."""
     snap = snapshot(running_at(1, "gnmt", 62500),
                     nodes=[node(alloc_cpus=3, alloc_gpus=1, alloc_mem_mb=62500)])
-    ctl, writer = controller(tmp_path, profiles_path, snap)
-    ctl.reader = FakeReader(snap, release="26.05.5")
+    for error, asked_again in ((Unsupported("job 1: needs an extern step"), False),
+                               (SlurmError("scontrol update timed out"), True)):
+        ctl, writer = controller(tmp_path, profiles_path, snap)
+        ctl.reader = FakeReader(snap, release="26.05.5")
 
-    def refuse(job, mem):
-        writer.calls.append(("shrink", job.job_id, mem))
-        raise SlurmError("scontrol update: Requested operation requires extern step")
-    writer.lower_running_memory = refuse
-    measured(ctl, {1: 2000.0})
-    first = ctl.run_round()
-    second = ctl.run_round()
-    assert first.results[1].result is Result.ERROR and first.errors == 1
-    assert "extern step" in first.results[1].detail
-    assert [c for c in writer.calls if c[0] == "shrink"] == [("shrink", 1, 20830)]
-    assert not [a for a in second.actions if a.kind == "shrink-memory"]
+        def refuse(job, mem, error=error, calls=writer.calls):
+            calls.append(("shrink", job.job_id, mem))
+            raise error
+        writer.lower_running_memory = refuse
+        measured(ctl, {1: 2000.0})
+        first = ctl.run_round()
+        second = ctl.run_round()
+        assert first.results[1].result is Result.ERROR and first.errors == 1
+        assert str(error) in first.results[1].detail
+        assert writer.calls[0] == ("shrink", 1, 20830)
+        again = [a for a in second.actions if a.kind == "shrink-memory"]
+        assert bool(again) == asked_again, error
 
 
 def test_a_users_key_that_leaves_its_cores_idle_is_capped_for_that_user(tmp_path,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from synergy_slurm.slurm.commands import SlurmCLI
+from synergy_slurm.slurm.commands import SlurmCLI, SlurmError
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob
-from synergy_slurm.slurm.writer import ChangeIgnored, SlurmWriter
+from synergy_slurm.slurm.writer import ChangeIgnored, SlurmWriter, Unsupported
 
 
 class SlowResize(SlurmCLI):
@@ -71,3 +71,28 @@ def test_a_resize_a_node_refused_is_reported_at_once():
         SlurmWriter(cli, enforce=True, poll_s=0.01).lower_running_memory(big_job(), 20830,
                                                                           timeout_s=30)
     assert cli.reads == 1
+
+
+class Refuses(SlurmCLI):
+    """scontrol update that fails with ``stderr``."""
+
+    def __init__(self, stderr: str) -> None:
+        super().__init__()
+        self.stderr = stderr
+
+    def run(self, command, args, timeout_s=None, input_text=None):  # type: ignore[override]
+        raise SlurmError(f"scontrol update failed (1): {self.stderr}", ["scontrol", *args], 1,
+                         self.stderr)
+
+
+def test_a_job_without_an_extern_step_is_unsupported_and_a_passing_failure_is_not():
+    """Slurm refuses a job started before PrologFlags=Contain for good: the writer says
+    Unsupported (the controller stops asking for that job); any other failure stays a
+    SlurmError (asked again next round)."""
+    writer = SlurmWriter(Refuses("Requested operation requires extern step"), enforce=True)
+    with pytest.raises(Unsupported, match="extern step"):
+        writer.lower_running_memory(big_job(), 20830)
+    writer = SlurmWriter(Refuses("Socket timed out on send/recv operation"), enforce=True)
+    with pytest.raises(SlurmError, match="timed out") as err:
+        writer.lower_running_memory(big_job(), 20830)
+    assert not isinstance(err.value, Unsupported)

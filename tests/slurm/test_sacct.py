@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.parse import ParseError
-from synergy_slurm.slurm.sacct import TEXT_FIELDS, parse_history
+from synergy_slurm.slurm.sacct import TEXT_FIELDS, parse_history, read_history
 from synergy_slurm.slurm.submit_line import request
 from synergy_slurm.vocabulary import not_reshaped
 
@@ -230,3 +231,29 @@ def test_the_history_says_which_jobs_synergy_would_not_reshape():
     assert [j.unshaped for j in jobs] == [
         "", "heterogeneous job", "jobs in a reservation are not reshaped",
         "--gpus-per-task jobs are not reshaped"]
+
+
+class _Sacct:
+    """sacct whose --json call fails with ``stderr``; the text call answers."""
+
+    def __init__(self, stderr: str) -> None:
+        self.stderr, self.calls = stderr, []
+
+    def run(self, command, args):
+        self.calls.append(list(args))
+        if "--json" in args:
+            raise SlurmError(f"sacct {' '.join(args[:3])} failed (1): {self.stderr}",
+                             ["sacct", *args], 1, self.stderr)
+        return "JobIDRaw|User\n"
+
+
+def test_the_history_falls_back_to_text_only_where_sacct_lacks_json():
+    """Our own arguments name --json in every error's message: only sacct's own words may
+    send the read to the text form, not a slurmctld that is down."""
+    old = _Sacct("sacct: unrecognized option '--json'")
+    assert read_history(old, "now-1day", "now") == "JobIDRaw|User\n"
+    assert "-P" in old.calls[-1]
+    down = _Sacct("sacct: error: slurm_persist_conn_open: failed to open connection")
+    with pytest.raises(SlurmError, match="persist_conn"):
+        read_history(down, "now-1day", "now")
+    assert len(down.calls) == 1
