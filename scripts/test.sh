@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs (Debian packages as root, a Python venv),
 # then runs ruff and pytest. Tests marked `slurm` start a real 4-node Slurm cluster: the
-# whole suite runs on the system's Slurm (22.05 on Debian 12), then the real-Slurm tests
-# run again on each release in SYNERGY_TEST_RELEASES (default: 24.11 and 26.05, Debian 13's
-# and sid's, each from a root filesystem built once and cached; see `synergy dev-cluster up
-# --help`).
+# whole suite runs on the system's Slurm (22.05 on Debian 12) while the real-Slurm tests
+# run again, side by side, on each release in SYNERGY_TEST_RELEASES (default: 24.11 and
+# 26.05, Debian 13's and sid's, each from a root filesystem built once and cached; see
+# `synergy dev-cluster up --help`).
 # Extra arguments go to every pytest run (e.g. scripts/test.sh -k tune).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,14 +26,46 @@ if [[ " ${SYNERGY_TEST_RELEASES-24.11 26.05} " == *" 24.11 "* ]] && [ -f "$pyslu
     .venv/bin/synergy dev-cluster venv --slurm 24.11 --cache "$cache" --pyslurm "$pyslurm_src"
     echo "== pyslurm venv ready after $((SECONDS - start)) s" >&2
 fi
-# --durations: where the suite's time goes, in every log (the CI budget is 25 minutes).
-.venv/bin/python -m pytest --durations=15 "$@"
-for release in ${SYNERGY_TEST_RELEASES-24.11 26.05}; do
-    echo "== the real-Slurm tests on Slurm $release" >&2
-    rc=0
-    SYNERGY_TEST_SLURM="$release" .venv/bin/python -m pytest -m slurm --durations=10 "$@" || rc=$?
-    # With a filter of the caller's, "no tests selected" (5) is not a failure here.
-    if [ "$rc" -ne 0 ] && ! { [ "$rc" -eq 5 ] && [ $# -gt 0 ]; }; then
-        exit "$rc"
+# The real-Slurm tests mostly wait on Slurm (the CPUs idle about 90% of a pass), so each
+# release in SYNERGY_TEST_RELEASES runs its pass beside the system's, in its own slot
+# (tests/conftest.py: own cluster directories, ports and job ids); a pass's output is
+# printed when it has ended. --durations: where the time goes, in every log (the CI
+# budget is 25 minutes).
+# The test users exist before the passes and go after the last (a pass that removed the
+# users it made would pull them from under the others).
+made_users=()
+if [ "$(id -u)" = 0 ]; then
+    for user in synergy-t-user synergy-t-ctl; do
+        if ! id "$user" > /dev/null 2>&1 && useradd -M "$user"; then made_users+=("$user"); fi
+    done
+fi
+logs=$(mktemp -d /tmp/synergy-test-logs.XXXXXX)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+    for user in "${made_users[@]}"; do userdel "$user" 2> /dev/null || true; done
+    rm -rf "$logs"
+}
+trap cleanup EXIT
+releases=(${SYNERGY_TEST_RELEASES-24.11 26.05})
+for i in "${!releases[@]}"; do
+    SYNERGY_TEST_SLOT=$((i + 1)) SYNERGY_TEST_SLURM="${releases[$i]}" \
+        .venv/bin/python -m pytest -m slurm --durations=10 -p no:cacheprovider \
+        --basetemp="$logs/tmp-$i" "$@" > "$logs/$i.log" 2>&1 &
+    pids+=($!)
+done
+rc=0
+.venv/bin/python -m pytest --durations=15 "$@" || rc=$?
+for i in "${!releases[@]}"; do
+    pass_rc=0
+    wait "${pids[$i]}" || pass_rc=$?
+    echo "== the real-Slurm tests on Slurm ${releases[$i]} (beside the pass above)" >&2
+    cat "$logs/$i.log"
+    # With a filter of the caller's, "no tests selected" (5) is not a failure there.
+    if [ "$pass_rc" -ne 0 ] && ! { [ "$pass_rc" -eq 5 ] && [ $# -gt 0 ]; } \
+            && [ "$rc" -eq 0 ]; then
+        rc=$pass_rc
     fi
 done
+pids=()
+exit "$rc"

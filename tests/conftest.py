@@ -50,8 +50,25 @@ def paper_profiles(profiles_path: Path):
 
 
 # -- the real Slurm cluster ----------------------------------------------------------------
-TEST_CLUSTER_DIR = Path(os.environ.get("SYNERGY_TEST_CLUSTER_DIR", "/tmp/synergy-test-cluster"))
-TEST_CLUSTER_PORT = int(os.environ.get("SYNERGY_TEST_CLUSTER_PORT", "16917"))
+# scripts/test.sh runs one pass per Slurm release side by side (the real-Slurm tests mostly
+# wait on Slurm, not on the CPUs): each pass is a slot (SYNERGY_TEST_SLOT 0, 1, 2) whose
+# clusters get their own directories and ports, 2000 apart, so that they never meet.
+TEST_SLOT = int(os.environ.get("SYNERGY_TEST_SLOT", "0"))
+
+
+def slot_port(port: int) -> int:
+    """``port`` in this pass's range (a cluster uses its port + 184 + node for slurmd)."""
+    return port + 2000 * TEST_SLOT
+
+
+def slot_dir(name: str) -> Path:
+    """A cluster's state directory under /tmp (which every daemon's user can reach),
+    this pass's own."""
+    return Path("/tmp") / (f"{name}-{TEST_SLOT}" if TEST_SLOT else name)
+
+
+TEST_CLUSTER_DIR = slot_dir("synergy-test-cluster")
+TEST_CLUSTER_PORT = slot_port(16917)
 # Which Slurm the real-cluster tests run on: "system" or a release from a cached root
 # (22.05, 24.11, 26.05); scripts/test.sh runs the suite once per release.
 TEST_SLURM = os.environ.get("SYNERGY_TEST_SLURM", "system")

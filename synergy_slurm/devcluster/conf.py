@@ -97,6 +97,14 @@ class DevClusterSpec:
     def db_port(self) -> int:
         return self.ctld_port + 2
 
+    @property
+    def first_job_id(self) -> int:
+        """Job ids of local clusters on one host never meet: their nodes share names (n1,
+        ...) and task/cgroup names a job's cgroup after its node and job id, so two
+        clusters' job 5 would share one memory limit. Each local cluster counts from its
+        port times 1000 (its own port; containers have their own hosts and start at 1)."""
+        return 1 if self.containers else self.ctld_port * 1000
+
     def ports(self) -> list[int]:
         extra = [self.dbd_port, self.db_port] if self.accounting else []
         return [self.ctld_port, *extra] + [self.node_port(i) for i in range(self.nodes)]
@@ -167,6 +175,7 @@ def slurm_conf(spec: DevClusterSpec) -> str:
            "JobAcctGatherType=jobacct_gather/none"]),
         "JobCompType=jobcomp/none",
         "MpiDefault=none",
+        f"FirstJobId={spec.first_job_id}",
         "MinJobAge=300",
         # Slurm's default (10000) is below what benchmarks/slurm_read.py holds pending.
         "MaxJobCount=30000",

@@ -18,7 +18,7 @@ from synergy_slurm.demo import KINDS, demo_mix
 from synergy_slurm.profiles import load_profiles
 from synergy_slurm.slurm.release import Release
 
-from ..conftest import TEST_SLURM
+from ..conftest import TEST_SLURM, slot_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def _demo(demo_dir: Path, profiles_path: Path, *extra: str) -> subprocess.Comple
     env.pop("SLURM_CONF", None)
     return subprocess.run(
         [sys.executable, "-m", "synergy_slurm.cli.main", "demo", "--dir", str(demo_dir),
-         "--port", "16617", "--profiles", str(profiles_path),
+         "--port", str(slot_port(16617)), "--profiles", str(profiles_path),
          "--slurm", TEST_SLURM, *extra],
         capture_output=True, text=True, env=env, timeout=600, check=False)
 

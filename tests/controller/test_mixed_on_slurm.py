@@ -4,10 +4,8 @@ the controller plans each partition with its own defaults on its own nodes."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -20,19 +18,19 @@ from synergy_slurm.hook.table import TABLE_NAME
 from synergy_slurm.site import load_site
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..conftest import TEST_SLURM, shared_dir
+from ..conftest import TEST_SLURM, shared_dir, slot_dir, slot_port
 from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
 from .test_priority_on_slurm import fair_share_reorders
 
 pytestmark = pytest.mark.slurm
-PORT = int(os.environ.get("SYNERGY_TEST_MIXED_PORT", "16957"))
+PORT = slot_port(16957)
 REPORT = 'echo "cpus=$SLURM_CPUS_ON_NODE node=$SLURMD_NODENAME"'
 
 
 @pytest.fixture(scope="module")
 def mixed(slurm_cluster, request):
     """The mixed cluster beside the session's (own ports and directory), for this module."""
-    spec = local_spec(Path("/tmp/synergy-test-mixed"), port=PORT, hook=True, slurm=TEST_SLURM,
+    spec = local_spec(slot_dir("synergy-test-mixed"), port=PORT, hook=True, slurm=TEST_SLURM,
                       binds=(str(shared_dir().resolve()),), accounting=True,
                       site=load_site("mixed"))
     devcluster.down(devcluster.existing_spec(spec.state_dir))

@@ -8,7 +8,6 @@ before the tests); skipped elsewhere, saying why.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -22,11 +21,11 @@ from synergy_slurm.hook.table import TABLE_NAME, HookTable
 from synergy_slurm.site import load_site
 from synergy_slurm.slurm.reader import SlurmReader
 
-from ..conftest import TEST_SLURM, shared_dir, slurm_section
+from ..conftest import TEST_SLURM, shared_dir, slot_dir, slot_port, slurm_section
 from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
 
 pytestmark = pytest.mark.slurm
-PORT = int(os.environ.get("SYNERGY_TEST_PYSLURM_PORT", "16977"))
+PORT = slot_port(16977)
 DUMP = Path(__file__).resolve().parents[1] / "slurm" / "pyslurm_dump.py"
 REPORT = 'echo "cpus=$SLURM_CPUS_ON_NODE node=$SLURMD_NODENAME"'
 # The jobs the parser's fixtures cover, on the mixed cluster (A100 and H100 nodes).
@@ -65,7 +64,7 @@ def typed_cluster(slurm_cluster, request):
     if TEST_SLURM != "24.11":
         pytest.skip("the vendored pyslurm is 24.11.0: it binds Slurm 24.11 only")
     pyslurm_ready(slurm_cluster)
-    spec = local_spec(Path("/tmp/synergy-test-pyslurm"), port=PORT, slurm=TEST_SLURM,
+    spec = local_spec(slot_dir("synergy-test-pyslurm"), port=PORT, slurm=TEST_SLURM,
                       binds=(str(shared_dir().resolve()),), site=load_site("mixed"))
     devcluster.down(devcluster.existing_spec(spec.state_dir))
     _, spec = devcluster.up(spec, timeout_s=90)

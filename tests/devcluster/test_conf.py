@@ -25,3 +25,19 @@ def test_local_config_is_private_and_paper_shaped(tmp_path: Path):
     written = write_config(spec)
     assert [p.name for p in written] == ["slurm.conf", "gres.conf", "cgroup.conf"]
     assert len(list((tmp_path / "gpu").iterdir())) == 8
+
+
+def test_local_clusters_on_one_host_never_share_a_job_id(tmp_path: Path):
+    """task/cgroup names a job's cgroup after its node (n1, ... in every dev cluster) and
+    its job id: two clusters side by side (the test passes of scripts/test.sh) must not
+    both run a job 5, or one would set the other's memory limit."""
+    from synergy_slurm.devcluster.conf import local_spec
+
+    def first(port: int) -> int:
+        conf = slurm_conf(local_spec(tmp_path, port=port))
+        return int(next(ln.split("=")[1] for ln in conf.splitlines()
+                        if ln.startswith("FirstJobId=")))
+
+    assert first(16917) != first(18917)
+    assert first(16917) + 100_000 <= first(18917) < 67_043_328     # Slurm's MaxJobId
+    assert "FirstJobId=1\n" in slurm_conf(DevClusterSpec(Path("/x"), containers=True))

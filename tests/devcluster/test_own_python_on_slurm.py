@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import TEST_SLURM
+from ..conftest import TEST_SLURM, slot_port
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = "#include <Python.h>\nint main(int c, char **v) { return Py_BytesMain(c, v); }\n"
@@ -93,7 +93,8 @@ def test_a_python_with_its_own_libpython_runs_the_demos_jobs(slurm_cluster, prof
         env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
         res = subprocess.run(
             [str(python), "-m", "synergy_slurm.cli.main", "demo", "--dir", str(demo_dir),
-             "--port", "16717", "--profiles", str(profiles_path), "--slurm", TEST_SLURM,
+             "--port", str(slot_port(16717)), "--profiles", str(profiles_path),
+             "--slurm", TEST_SLURM,
              "--jobs", "4", "--mean-s", "10", "--seed", "1", "--format", "json"],
             capture_output=True, text=True, env=env, timeout=600, check=False)
         assert res.returncode == 0, res.stderr[-3000:]
