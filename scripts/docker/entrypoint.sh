@@ -11,7 +11,9 @@ STATE=/var/lib/synergy-dev
 KEYDIR=/run/synergy-munge-key
 NODES=${SYNERGY_NODES:-4}
 HOOK=
-[ "$1" = controller ] && HOOK=--hook
+# The controller's container also gets synergy's hook and the controller's config
+# ($STATE/synergy.toml, the demo's: enforce, FIFO + TUNE, every 2 s).
+[ "$1" = controller ] && HOOK="--hook --controller"
 
 synergy dev-cluster config --containers --dir "$STATE" --nodes "$NODES" $HOOK >/dev/null
 export SLURM_CONF="$STATE/etc/slurm.conf"
@@ -30,32 +32,8 @@ mkdir -p "$STATE/spool/ctld" "$STATE/run" "$STATE/log"
 # Everyone's shell and synergy-sbatch find the cluster.
 echo "export SLURM_CONF=$SLURM_CONF" > /etc/profile.d/slurm.sh
 
-controller_config() {
-    profiles=$(/opt/synergy/.venv/bin/python -c \
-        'from synergy_slurm.cli.options import default_profiles_path as p; print(p())')
-    cat > "$STATE/synergy.toml" <<TOML
-# Written by the compose cluster's entry point: synergy's controller beside slurmctld.
-[slurm]
-conf = "$SLURM_CONF"
-[hook]
-dir = "$STATE/etc"
-state_dir = "$STATE/etc"
-[profiles]
-file = "$profiles"
-store = "$STATE/profiles.db"
-[controller]
-mode = "enforce"
-policy = "fifo"
-allocator = "tune"
-interval_s = 2.0
-state_db = "$STATE/state.db"
-audit_log = "$STATE/audit.jsonl"
-TOML
-}
-
 case "$1" in
     controller)
-        controller_config
         synergy controller run --config "$STATE/synergy.toml" &
         exec slurmctld -D -f "$SLURM_CONF" ;;
     node) mkdir -p "$STATE/spool/$2"; exec slurmd -D -N "$2" -f "$SLURM_CONF" ;;

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from .. import devcluster
-from ..config import config_from_dict, load_config, render_toml
+from ..config import load_config
 from ..controller.daemon import Controller
 from ..controller.state import StateStore
 from ..controller.status import status_lines
@@ -30,6 +30,7 @@ from ..demo import (
     submit_mix,
     wait_all,
 )
+from ..devcluster.controller_config import controller_dict, controller_toml
 from ..slurm import queue
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.release import Release
@@ -115,15 +116,15 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     say(f"[demo] mix: {jobs} jobs, {sum(j.gpus for j in mix)} GPUs in all: "
         + ", ".join(f"{n} {k}" for k, n in counts.items()))
     work = state_dir / "jobs"
-    # A new cluster numbers jobs from 1 again: state and logs of an earlier demo would
-    # describe other jobs under the same ids.
+    # A new cluster numbers its jobs from the same first id: state and logs of an earlier
+    # demo would describe other jobs under the same ids.
     shutil.rmtree(work, ignore_errors=True)
     for old in ("state.db", "audit.jsonl", "profiles.db", "synergy.toml"):
         (state_dir / old).unlink(missing_ok=True)
     cfg_path = state_dir / "synergy.toml"
     try:
         results = [_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair, work,
-                          sbatch_exe, status_every, say, parts)
+                          sbatch_exe, status_every, say)
                    for phase in ("proportional", "synergy")]
     except (SlurmError, RuntimeError, TimeoutError) as exc:
         raise Failed(f"demo failed: {exc}") from None
@@ -136,7 +137,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     except ValueError:
         lowers = False
     pred = predict(mix, {r.name: r.submitted for r in results}, profiles, layout.pools(),
-                   _config_dict(spec, path, state_dir, parts)["controller"], lowers,
+                   controller_dict(spec, path, state_dir)["controller"], lowers,
                    devcluster.SCHED_INTERVAL_S)
     total = layout.cluster_state().total
     picture = plot_timelines(mix, results, state_dir / "demo.png", total.gpus, total.cpus)
@@ -244,15 +245,16 @@ def _gaps(mix, real: dict[str, PhaseResult], pred: dict[str, PhaseResult]) -> di
 
 
 def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
-           fair: dict[str, PerGpu], work: Path, sbatch_exe: str, status_every: float, say,
-           partitions: list[str]) -> PhaseResult:
+           fair: dict[str, PerGpu], work: Path, sbatch_exe: str, status_every: float,
+           say) -> PhaseResult:
     view: StateStore | None = None
     stop = threading.Event()
     thread = None
     if name == "synergy":
         # The controller runs from the file it writes, so `synergy status --config` and an
         # admin reading it see exactly what ran.
-        cfg_path.write_text(_config_text(spec, profiles_path, cfg_path.parent, partitions))
+        cfg_path.write_text(controller_toml(spec, profiles_path, cfg_path.parent,
+                                             "synergy demo"))
         cfg = load_config(cfg_path, missing_ok=False)
         ctl = Controller(cfg)
         ctl.run_round()       # writes the hook table: from now on the hook holds new jobs
@@ -298,23 +300,3 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
     say(f"[demo] {name}: all {len(mix)} jobs done, makespan {res.makespan_s:.1f} s")
     return res
 
-
-def _config_dict(spec, profiles_path: Path, d: Path, partitions: list[str]) -> dict:
-    slurm = {"conf": str(spec.conf_path)}
-    if spec.bindir.is_dir():
-        slurm["bindir"] = str(spec.bindir)
-    default = spec.layout.default_partition.name
-    return {"slurm": slurm,
-            "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc), "partitions": partitions,
-                     "default_partition": default},
-            "profiles": {"file": str(profiles_path), "store": str(d / "profiles.db")},
-            "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
-                           "interval_s": 2.0, "state_db": str(d / "state.db"),
-                           "audit_log": str(d / "audit.jsonl"), "restart_cost_s": 15.0,
-                           "requeue_budget": 2, "requeue_min_interval_s": 60.0}}
-
-
-def _config_text(spec, profiles_path: Path, d: Path, partitions: list[str]) -> str:
-    cfg = config_from_dict(_config_dict(spec, profiles_path, d, partitions))
-    return ("# Written by synergy demo: the controller's config for the demo cluster (every "
-            "key, defaults included).\n" + render_toml(cfg))

@@ -12,10 +12,11 @@ import click
 from .. import devcluster
 from ..devcluster import inroot
 from ..devcluster.conf import DEFAULT_PORT, DevClusterSpec, local_spec
+from ..devcluster.controller_config import controller_toml
 from ..devcluster.releases import DEFAULT_CACHE, RELEASES, SUITES, ReleaseError, resolve
 from ..site import shipped_sites
 from .errors import BadInput, Failed
-from .options import cluster_option_value
+from .options import cluster_option_value, default_profiles_path
 
 DIR_OPTION = click.option(
     "--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -115,9 +116,13 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, clu
               help="For docker-compose: one host per node (n1..nN), controller 'slurmctld', "
               "default slurmd port.")
 @click.option("--hook", is_flag=True, help="Also install the job_submit hook.")
+@click.option("--controller", is_flag=True,
+              help="Also write DIR/synergy.toml, the config of synergy's controller beside "
+              "this cluster's slurmctld, as the demo runs it (enforce, FIFO + TUNE, a 2-s "
+              "round; state and audit log in DIR; the shipped profiles).")
 @CLUSTER_OPTION
 def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: bool,
-               cluster: str | None) -> None:
+               controller: bool, cluster: str | None) -> None:
     """Only write the cluster's config files (slurm.conf, gres.conf, cgroup.conf, fake GPU
     files) under DIR/etc; start nothing. docker-compose.slurm.yml uses this."""
     site = cluster_option_value(cluster)
@@ -125,6 +130,11 @@ def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: b
                           containers=True, site=site) if containers else local_spec(
         state_dir, nodes, port, hook, site=site)
     for path in devcluster.write_all_config(spec):
+        click.echo(str(path))
+    if controller:
+        path = spec.state_dir / "synergy.toml"
+        path.write_text(controller_toml(spec, default_profiles_path(), spec.state_dir,
+                                        "synergy dev-cluster config --controller"))
         click.echo(str(path))
 
 

@@ -87,3 +87,27 @@ def test_the_network_is_internal_and_nothing_is_published(resolved):
     for name, svc in resolved["services"].items():
         assert not svc.get("ports"), f"{name} publishes ports"
         assert svc["networks"] and set(svc["networks"]) == {"slurm"}, name
+
+
+def test_the_compose_controller_runs_from_the_demos_generated_config(tmp_path):
+    """The controller's container writes its synergy.toml with the same generator as the
+    demo (render_toml: every key), not by hand; the file loads and passes the checks."""
+    from click.testing import CliRunner
+
+    from synergy_slurm.cli.main import main
+    from synergy_slurm.config import check_config, load_config
+
+    entry = (REPO / "scripts/docker/entrypoint.sh").read_text()
+    assert '--hook --controller' in entry and "<<TOML" not in entry
+    res = CliRunner().invoke(main, ["dev-cluster", "config", "--containers", "--dir",
+                                   str(tmp_path), "--hook", "--controller"])
+    assert res.exit_code == 0, res.output
+    path = tmp_path / "synergy.toml"
+    assert str(path) in res.output
+    checked, problems = check_config(path, missing_ok=False)
+    assert problems == [] and checked is not None
+    cfg = load_config(path, missing_ok=False)
+    assert cfg.controller.mode == "enforce" and cfg.controller.allocator == "tune"
+    assert cfg.slurm.conf == str(tmp_path / "etc" / "slurm.conf")
+    assert cfg.controller.audit_log == str(tmp_path / "audit.jsonl")
+    assert cfg.hook.partitions == ("gpu",)
