@@ -13,19 +13,6 @@ bash scripts/bootstrap-python.sh
 .venv/bin/ruff check .
 # Strict types on the pure core, the Slurm adapter and the controller ([tool.mypy]).
 .venv/bin/mypy
-# pyslurm (the vendored 24.11.0) runs inside the 24.11 root: build that root's venv with it
-# (once: about 3.5 minutes on 2 cores, kept with the root; a stamp check when already
-# built), so the 24.11 pass runs the pyslurm tests (tests/controller/
-# test_pyslurm_on_slurm.py, about 10 s). Without the vendored source they skip, saying so.
-cache="${SYNERGY_ROOT_CACHE:-/var/cache/synergy-slurm/roots}"
-pyslurm_src="${SYNERGY_SHARED:-../shared}/vendor/pyslurm-24.11.0.tar.gz"
-if [[ " ${SYNERGY_TEST_RELEASES-24.11 26.05} " == *" 24.11 "* ]] && [ -f "$pyslurm_src" ] \
-        && [ "$(id -u)" = 0 ] && [ "${SYNERGY_SKIP_SLURM:-}" != 1 ]; then
-    echo "== pyslurm for Slurm 24.11 in $cache/24.11" >&2
-    start=$SECONDS
-    .venv/bin/synergy dev-cluster venv --slurm 24.11 --cache "$cache" --pyslurm "$pyslurm_src"
-    echo "== pyslurm venv ready after $((SECONDS - start)) s" >&2
-fi
 # The real-Slurm tests mostly wait on Slurm (the CPUs idle about 90% of a pass), so each
 # release in SYNERGY_TEST_RELEASES runs its pass beside the system's, in its own slot
 # (tests/conftest.py: own cluster directories, ports and job ids); a pass's output is
@@ -48,10 +35,28 @@ cleanup() {
 }
 trap cleanup EXIT
 releases=(${SYNERGY_TEST_RELEASES-24.11 26.05})
+# pyslurm (the vendored 24.11.0) runs inside the 24.11 root: the 24.11 pass first builds
+# that root's venv with it (once: about 3.5 minutes on 2 cores, kept with the root; a stamp
+# check when already built), so that it runs the pyslurm tests (tests/controller/
+# test_pyslurm_on_slurm.py). Without the vendored source they skip, saying so.
+cache="${SYNERGY_ROOT_CACHE:-/var/cache/synergy-slurm/roots}"
+pyslurm_src="${SYNERGY_SHARED:-../shared}/vendor/pyslurm-24.11.0.tar.gz"
+release_pass() {   # SLOT RELEASE [pytest arguments]
+    local slot=$1 release=$2
+    shift 2
+    if [ "$release" = 24.11 ] && [ -f "$pyslurm_src" ] && [ "$(id -u)" = 0 ] \
+            && [ "${SYNERGY_SKIP_SLURM:-}" != 1 ]; then
+        echo "== pyslurm for Slurm 24.11 in $cache/24.11"
+        local start=$SECONDS
+        .venv/bin/synergy dev-cluster venv --slurm 24.11 --cache "$cache" \
+            --pyslurm "$pyslurm_src" || return
+        echo "== pyslurm venv ready after $((SECONDS - start)) s"
+    fi
+    SYNERGY_TEST_SLOT=$slot SYNERGY_TEST_SLURM=$release .venv/bin/python -m pytest -m slurm \
+        --durations=10 -p no:cacheprovider --basetemp="$logs/tmp-$slot" "$@"
+}
 for i in "${!releases[@]}"; do
-    SYNERGY_TEST_SLOT=$((i + 1)) SYNERGY_TEST_SLURM="${releases[$i]}" \
-        .venv/bin/python -m pytest -m slurm --durations=10 -p no:cacheprovider \
-        --basetemp="$logs/tmp-$i" "$@" > "$logs/$i.log" 2>&1 &
+    release_pass $((i + 1)) "${releases[$i]}" "$@" > "$logs/$i.log" 2>&1 &
     pids+=($!)
 done
 rc=0

@@ -52,4 +52,7 @@ def test_submitted_profile_lands_in_the_store(slurm_cluster, slurm_cli, tmp_path
     print(f"\nprofile of emulated res18 on Slurm (job {job_id}): {stored.measured_points} "
           f"points, {stored.profiling_cpu_s:.2f} CPU-s; error vs true curve by cores/GPU: "
           + ", ".join(f"{c}: {e:+.1%}" for c, e in sorted(errors.items())))
-    assert stored.profile.ideal.cpus == 9     # res18 saturates at 9 cores/GPU
+    # res18 saturates at 9 cores/GPU. The ideal is the cheapest point within 3% of the best
+    # measured (profiles/build.py): one point read 3% low on a loaded machine (the test
+    # passes run side by side) moves it to the next point of the grid, never below 9.
+    assert stored.profile.ideal.cpus in (9, 12), errors
