@@ -36,7 +36,9 @@ from .errors import BadInputError
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
 _GPU_TYPE = re.compile(r"^[a-z0-9_]{1,16}$")
-MAX_NODES = 64
+# Each node of a dev cluster is one slurmd on this machine (about 2 MB each): 1024 is what
+# benchmarks/slurmctld_load.py runs at a big site's scale, well inside one machine.
+MAX_NODES = 1024
 
 
 class SiteError(BadInputError):

@@ -40,7 +40,7 @@ RELEASES = (SYSTEM, *SUITES)
 ROOT_PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurm-client", "munge", "lua5.1",
                  "lua-posix", "lua-filesystem", "python3")
 CLIENTS = ("sinfo", "squeue", "sbatch", "scontrol", "scancel", "srun", "salloc", "sacct",
-           "sstat", "sacctmgr", "sprio", "sshare")
+           "sstat", "sacctmgr", "sprio", "sshare", "sdiag")
 DEFAULT_CACHE = Path(os.environ.get("SYNERGY_ROOT_CACHE", "/var/cache/synergy-slurm/roots"))
 DEFAULT_MIRROR = os.environ.get("SYNERGY_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 STAMP = ".synergy-root.json"

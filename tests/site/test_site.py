@@ -43,8 +43,12 @@ def test_the_dev_cluster_config_of_a_description(tmp_path):
       "partitions": [{"name": "p", "nodes": ["a"]}]}, "exactly one partition"),
     ({"nodes": [{"name": "A!", "count": 1, "cpus": 8, "mem_gb": 64, "gpus": 4}],
       "partitions": []}, "lower-case"),
-    ({"nodes": [{"name": "a", "count": 99, "cpus": 8, "mem_gb": 64, "gpus": 4}],
+    ({"nodes": [{"name": "a", "count": 1025, "cpus": 8, "mem_gb": 64, "gpus": 4}],
       "partitions": []}, "count must be"),
+    ({"nodes": [{"name": "a", "count": 1000, "cpus": 8, "mem_gb": 64, "gpus": 4},
+                {"name": "b", "count": 25, "cpus": 8, "mem_gb": 64, "gpus": 4}],
+      "partitions": [{"name": "p", "nodes": ["a", "b"], "default": True}]},
+     "at most 1024 nodes in all"),
 ])
 def test_mistakes_are_named(doc, message):
     with pytest.raises(SiteError, match=message):
