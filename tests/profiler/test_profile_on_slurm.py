@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slurm
 SCALE = 0.1   # res18: the fastest step (2.4x) takes 27 ms
 
 
+@pytest.mark.timing
 def test_submitted_profile_lands_in_the_store(slurm_cluster, slurm_cli, tmp_path,
                                               profiles_path, paper_profiles, monkeypatch):
     cancel_all(slurm_cli)

@@ -45,6 +45,7 @@ def _need_quota() -> None:
         pytest.skip(f"no CPU quota here: {exc}")
 
 
+@pytest.mark.timing
 def test_profile_of_a_pytorch_pipeline_is_monotone_and_stored(jpeg_dir, tmp_path):
     _need_quota()
     db = tmp_path / "profiles.db"
