@@ -119,7 +119,8 @@ def up_cmd(state_dir: Path, nodes: int, port: int, hook: bool, release: str, clu
 @click.option("--controller", is_flag=True,
               help="Also write DIR/synergy.toml, the config of synergy's controller beside "
               "this cluster's slurmctld, as the demo runs it (enforce, FIFO + TUNE, a 2-s "
-              "round; state and audit log in DIR; the shipped profiles).")
+              "round; state and audit log in DIR; the profiles of $SYNERGY_PROFILES, else the "
+              "shipped ones).")
 @CLUSTER_OPTION
 def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: bool,
                controller: bool, cluster: str | None) -> None:
