@@ -20,7 +20,11 @@ writes are a plan's few starts, not the reads this is about):
   ``--interval-s`` (the controller's default 30 s): the share of slurmctld's time the
   controller takes; and the same for a plain ``squeue`` as a site's users run it.
 
-    python benchmarks/slurmctld_load.py [--slurm 26.05] [--nodes 250] [--json]
+Each reader of ``--reader`` (``[slurm] reader``; default ``text,json``: the default's and
+the one it replaced, on the same queue) is measured in turn; the top-level figures are the
+first reader's, ``readers`` has each one's.
+
+    python benchmarks/slurmctld_load.py [--slurm 26.05] [--nodes 250] [--reader text] [--json]
 """
 
 from __future__ import annotations
@@ -164,6 +168,8 @@ def main() -> int:
                     help="a site's accounting too (slurmdbd, MariaDB, job accounting): its "
                     "reads go to slurmdbd, not slurmctld, and on one host every running "
                     "job's jobacct_gather scans all of /proc (load 300 at 2,000 jobs here)")
+    ap.add_argument("--reader", default="text,json",
+                    help="the readers to measure, in turn ([slurm] reader: text, json)")
     ap.add_argument("--json", action="store_true", help="one JSON object")
     args = ap.parse_args()
 
@@ -194,27 +200,30 @@ def main() -> int:
         keys = sorted(load_profiles(PROFILES))
         setup = fill(cli, spec, args, script, keys)
         print(f"  {args.nodes} nodes up in {up_s:.0f} s; {setup}", file=sys.stderr)
-        cfg = config_from_dict({
-            "slurm": {"conf": str(spec.conf_path), "timeout_s": 300.0,
-                      **({"bindir": str(spec.bindir)} if spec.bindir.is_dir() else {})},
-            "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
-            "profiles": {"file": str(PROFILES)},
-            "controller": {"interval_s": args.interval_s,
-                           "state_db": str(work / "state.db"),
-                           "audit_log": str(work / "audit.jsonl")}})
-        # A controller that has seen none of the jobs: every job is new to it.
-        first = measured(Controller(cfg, mode="observe").run_round, env)
-        ctl = Controller(cfg, mode="observe")
-        ctl.run_round()
-        few = []
-        for r in range(args.rounds):
-            change(cli, round(args.changed * (args.pending + args.running)), keys, script,
-                   1000 + r * 101)
-            few.append(measured(ctl.run_round, env))
+        rounds = {}
+        for n, reader in enumerate(args.reader.split(",")):
+            cfg = config_from_dict({
+                "slurm": {"conf": str(spec.conf_path), "timeout_s": 300.0, "reader": reader,
+                          **({"bindir": str(spec.bindir)} if spec.bindir.is_dir() else {})},
+                "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
+                "profiles": {"file": str(PROFILES)},
+                "controller": {"interval_s": args.interval_s,
+                               "state_db": str(work / f"state-{reader}.db"),
+                               "audit_log": str(work / "audit.jsonl")}})
+            # A controller that has seen none of the jobs: every job is new to it.
+            first = measured(Controller(cfg, mode="observe").run_round, env)
+            ctl = Controller(cfg, mode="observe")
+            ctl.run_round()
+            few = []
+            for r in range(args.rounds):
+                change(cli, round(args.changed * (args.pending + args.running)), keys,
+                       script, 1000 + r * 101 + n * 37)
+                few.append(measured(ctl.run_round, env))
+            rounds[reader] = (first, few)
         squeue = measured(lambda: cli.run("squeue", [], timeout_s=300), env)
         squeue_json = measured(lambda: cli.run("squeue", ["--json"], timeout_s=300), env)
         states = count_states(cli)
-        report(args, version, states, first, few, squeue, squeue_json, setup, up_s)
+        report(args, version, states, rounds, squeue, squeue_json, setup, up_s)
     finally:
         stop_all(cli)
         devcluster.down(spec)
@@ -236,23 +245,31 @@ def stop_all(cli) -> None:
         print(f"  could not end every job: {exc}", file=sys.stderr)
 
 
-def report(args, version: str, states: dict, first: dict, few: list, squeue: dict,
-           squeue_json: dict, setup: dict, up_s: float) -> None:
+def figures(first: dict, few: list, interval_s: float) -> dict:
+    """One reader's figures: its all-changed round and the median few-changed round."""
     median = sorted(few, key=lambda m: m["wall_s"])[len(few) // 2]
-    out = {
-        "slurm": version,
-        "nodes": args.nodes, "pending": states.get("PENDING", 0),
-        "running": states.get("RUNNING", 0), "interval_s": args.interval_s,
+    return {
         "round_s_all_changed": first["wall_s"],
         "round_s_few_changed": round(statistics.median(m["wall_s"] for m in few), 3),
         "rpc_s_all_changed": first["rpc_s"],
         "rpc_s_few_changed": round(statistics.median(m["rpc_s"] for m in few), 4),
         "rpc_share_of_interval": round(
-            statistics.median(m["rpc_s"] for m in few) / args.interval_s, 5),
+            statistics.median(m["rpc_s"] for m in few) / interval_s, 5),
+        "rpcs_all_changed": first["rpcs"], "rpcs_few_changed": median["rpcs"],
+    }
+
+
+def report(args, version: str, states: dict, rounds: dict, squeue: dict,
+           squeue_json: dict, setup: dict, up_s: float) -> None:
+    each = {r: figures(first, few, args.interval_s) for r, (first, few) in rounds.items()}
+    out = {
+        "slurm": version, "reader": next(iter(each)),
+        "nodes": args.nodes, "pending": states.get("PENDING", 0),
+        "running": states.get("RUNNING", 0), "interval_s": args.interval_s,
+        **next(iter(each.values())),
         "squeue_s": squeue["wall_s"], "squeue_rpc_s": squeue["rpc_s"],
         "squeue_json_s": squeue_json["wall_s"], "squeue_json_rpc_s": squeue_json["rpc_s"],
-        "rpcs_all_changed": first["rpcs"], "rpcs_few_changed": median["rpcs"],
-        "setup": setup, "up_s": round(up_s, 1),
+        "readers": each, "setup": setup, "up_s": round(up_s, 1),
     }
     if args.json:
         print(json.dumps(out), flush=True)

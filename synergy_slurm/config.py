@@ -6,8 +6,8 @@ the key, so a typo never silently changes behaviour.
     [slurm]
     conf = "/etc/slurm/slurm.conf"      # SLURM_CONF for the commands we run
     timeout_s = 30
-    reader = "auto"                     # auto | json | pyslurm (pyslurm only when built
-                                        # for the running Slurm's release)
+    reader = "auto"                     # auto | text | json | pyslurm (pyslurm only when
+                                        # built for the running Slurm's release)
 
     [hook]
     dir = "/etc/slurm"                  # where job_submit.lua and synergy.lua live
@@ -118,16 +118,16 @@ class SlurmSection(_Checked):
     # Where Slurm's commands are (squeue, sbatch, ...), when not on PATH: e.g. a release
     # installed beside the system's, or a dev cluster's wrappers (synergy dev-cluster up).
     bindir: str = ""
-    # How jobs and nodes are read: "json" (squeue/scontrol --json, every release),
-    # "pyslurm" (pyslurm, which must be built for the running release), "auto" (pyslurm
-    # where that holds, else json; logged).
+    # How jobs and nodes are read: "text" (squeue -O's text for the jobs, every release),
+    # "json" (squeue --json), "pyslurm" (pyslurm, which must be built for the running
+    # release), "auto" (pyslurm where that holds, else text; logged).
     reader: str = "auto"
 
     def problems(self) -> list[str]:
         out: list[str] = []
         _range(out, "timeout_s", self.timeout_s, 1, 3600)
-        if self.reader not in ("auto", "json", "pyslurm"):
-            out.append(f"reader = {self.reader!r}: choose auto, json or pyslurm")
+        if self.reader not in ("auto", "text", "json", "pyslurm"):
+            out.append(f"reader = {self.reader!r}: choose auto, text, json or pyslurm")
         if self.bindir and not self.bindir.startswith("/"):
             out.append(f"bindir = {self.bindir!r}: must be an absolute directory")
         return out

@@ -90,13 +90,16 @@ class SlurmCLI:
         return found
 
     def run(self, command: str, args: Sequence[str], timeout_s: float | None = None,
-            input_text: str | None = None) -> str:
+            input_text: str | None = None, env: Mapping[str, str] | None = None) -> str:
+        """The command's standard output; ``env`` adds to its environment (a format
+        variable such as ``SLURM_TIME_FORMAT``)."""
         argv = [self.binary(command), *args]
         limit = timeout_s if timeout_s is not None else self.timeout_s
         self.calls += 1
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(argv, env=self.env(), capture_output=True, text=True,
+            proc = subprocess.run(argv, env={**self.env(), **(env or {})},
+                                  capture_output=True, text=True,
                                   timeout=limit, input=input_text, check=False)
         except FileNotFoundError:
             raise SlurmUnavailable(f"{command} not found", argv) from None

@@ -1,7 +1,8 @@
 """Reading the cluster: one batched read of jobs, nodes and partitions per call.
 
-The release is detected on the first read (:mod:`.release`). Jobs come from ``squeue
---json``, asked for the live states only where the release honours the filter (22.05
+The release is detected on the first read (:mod:`.release`). Jobs come from ``squeue -O``
+text (:class:`TextReader`, :mod:`.squeue_text`) or ``squeue --json`` (:class:`SlurmReader`),
+the latter asked for the live states only where the release honours the filter (22.05
 ignores it, so finished jobs are also dropped here); nodes from ``sinfo --json`` on 22.05
 and ``scontrol show nodes --json`` from 23.02 (where ``sinfo --json`` has no per-node
 records); partition defaults from ``scontrol show partition -o`` on every release.
@@ -21,6 +22,7 @@ from .model import NodeAlloc, Skipped, SlurmJob, Snapshot
 from .parse import config_flags, parse_jobs, parse_nodes, parse_partitions, version_of
 from .pyslurm_records import allocation, job_record, meta, node_record
 from .release import Release, detect
+from .squeue_text import TIME_ENV, new_token, parse_text_jobs, squeue_args
 from .sstat import SSTAT_FIELDS, JobUse, parse_sstat, sstat_name
 
 log = logging.getLogger(__name__)
@@ -55,12 +57,15 @@ class SlurmReader:
         rel = self.release
         states = ["-t", ",".join(sorted(LIVE_STATES))] if rel.json_filters else []
         jobs_raw = self.cli.run("squeue", ["--json", *states])
-        if rel.scontrol_json:
-            nodes_raw = self.cli.run("scontrol", ["show", "nodes", "--json"])
-        else:
-            nodes_raw = self.cli.run("sinfo", ["--json"])
-        parts_raw = self.cli.run("scontrol", ["show", "partition", "-o"])
-        return build_snapshot(jobs_raw, nodes_raw, parts_raw)
+        return build_snapshot(jobs_raw, self._nodes_raw(), self._partitions_raw())
+
+    def _nodes_raw(self) -> str:
+        if self.release.scontrol_json:
+            return self.cli.run("scontrol", ["show", "nodes", "--json"])
+        return self.cli.run("sinfo", ["--json"])
+
+    def _partitions_raw(self) -> str:
+        return self.cli.run("scontrol", ["show", "partition", "-o"])
 
     def limits(self) -> SiteLimits | None:
         """The QOS and association limits on cores and memory (``sacctmgr show``, read-only),
@@ -122,24 +127,70 @@ class SlurmReader:
 def build_snapshot(jobs_raw: str | Mapping[str, Any], nodes_raw: str | Mapping[str, Any],
                    parts_raw: str) -> Snapshot:
     jobs, js = parse_jobs(jobs_raw)
+    return assemble(jobs, js, nodes_raw, parts_raw, version_of(jobs_raw))
+
+
+def assemble(jobs: Sequence[SlurmJob], skipped_jobs: Sequence[Skipped],
+             nodes_raw: str | Mapping[str, Any], parts_raw: str, version: str) -> Snapshot:
+    """The snapshot of parsed jobs (the live ones kept) and the nodes' and partitions'
+    output; every record skipped is logged with its reason."""
     nodes, ns = parse_nodes(nodes_raw)
     parts, ps = parse_partitions(parts_raw)
-    skipped: list[Skipped] = [*js, *ns, *ps]
+    skipped: list[Skipped] = [*skipped_jobs, *ns, *ps]
     for s in skipped:
         log.warning("skipped %s: %s", s.what, s.reason)
     live: list[SlurmJob] = [j for j in jobs if j.state in LIVE_STATES]
-    return Snapshot(tuple(live), tuple(nodes), tuple(parts), version_of(jobs_raw),
-                    tuple(skipped))
+    return Snapshot(tuple(live), tuple(nodes), tuple(parts), version, tuple(skipped))
 
 
-READERS = ("auto", "json", "pyslurm")
+class TextReader(SlurmReader):
+    """Jobs from ``squeue -O`` text (:mod:`.squeue_text`: the fields planning needs, a
+    tenth of the JSON's cost at 10,000 jobs); nodes and partitions as :class:`SlurmReader`.
+
+    Text does not show how a running job over several nodes is spread over them: those
+    jobs' allocations come from ``squeue --json`` for them only (22.05, which ignores the
+    filter, reads every job's JSON then), once per start: kept while the job runs on the
+    same nodes with the same resources."""
+
+    def __init__(self, cli: SlurmCLI, release: Release | None = None) -> None:
+        super().__init__(cli, release)
+        self._layouts: dict[int, tuple[str, tuple[NodeAlloc, ...]]] = {}
+
+    def snapshot(self) -> Snapshot:
+        rel = self.release
+        token = new_token()
+        raw = self.cli.run("squeue", squeue_args(token, sorted(LIVE_STATES)), env=TIME_ENV)
+        got = parse_text_jobs(raw, token, rel)
+        jobs = self._with_layouts(got.jobs, dict(got.needs_detail))
+        return assemble(jobs, got.skipped, self._nodes_raw(), self._partitions_raw(),
+                        str(rel))
+
+    def _with_layouts(self, jobs: Sequence[SlurmJob], wanted: dict[int, str]
+                      ) -> list[SlurmJob]:
+        """The jobs, those in ``wanted`` (id -> what they hold, as text) with their
+        allocation per node, read as JSON where not known for what they hold now."""
+        self._layouts = {i: v for i, v in self._layouts.items() if wanted.get(i) == v[0]}
+        missing = sorted(set(wanted) - set(self._layouts))
+        if missing:
+            ids = ["-j", ",".join(str(i) for i in missing)] if self.release.json_filters else []
+            detailed, _ = parse_jobs(self.cli.run("squeue", ["--json", *ids]))
+            for j in detailed:
+                if j.job_id in wanted and j.alloc:
+                    self._layouts[j.job_id] = (wanted[j.job_id], j.alloc)
+            log.debug("read the layouts of %d jobs on several nodes as JSON", len(missing))
+        return [replace(j, alloc=self._layouts[j.job_id][1]) if j.job_id in self._layouts
+                else j for j in jobs]
+
+
+READERS = ("auto", "text", "json", "pyslurm")
 
 
 def make_reader(cli: SlurmCLI, choice: str = "auto") -> SlurmReader:
-    """The reader ``[slurm] reader`` asks for. "json": the command-line reader (every
-    release). "pyslurm": pyslurm's, which must be importable and built for the running
-    Slurm's release (else :class:`SlurmError`). "auto": pyslurm's when that holds, else the
-    command-line reader; the choice and its reason are logged.
+    """The reader ``[slurm] reader`` asks for. "text": ``squeue -O`` text (every release);
+    "json": ``squeue --json`` (every release). "pyslurm": pyslurm's, which must be
+    importable and built for the running Slurm's release (else :class:`SlurmError`).
+    "auto": pyslurm's when that holds, else the text reader; the choice and its reason are
+    logged.
 
     Each pyslurm release binds one Slurm release (pyslurm 24.11.x, Slurm 24.11): a pyslurm
     built for another would read the wrong memory layout, so a mismatch is never used.
@@ -148,6 +199,8 @@ def make_reader(cli: SlurmCLI, choice: str = "auto") -> SlurmReader:
         raise ValueError(f"reader {choice!r}: choose from {', '.join(READERS)}")
     if choice == "json":
         return SlurmReader(cli)
+    if choice == "text":
+        return TextReader(cli)
     try:
         import pyslurm
     except ImportError as exc:
@@ -178,8 +231,8 @@ def _fall_back(cli: SlurmCLI, choice: str, why: str, release: Release | None = N
                ) -> SlurmReader:
     if choice == "pyslurm":
         raise SlurmError(f"[slurm] reader = \"pyslurm\", but {why}")
-    log.info("reading Slurm with its commands' JSON: %s", why)
-    return SlurmReader(cli, release)       # the release, when read, is not asked again
+    log.info("reading Slurm's jobs as squeue's text: %s", why)
+    return TextReader(cli, release)        # the release, when read, is not asked again
 
 
 class PyslurmReader(SlurmReader):

@@ -170,17 +170,17 @@ spool = "{tmp_path}/spool"
         cancel_all(cli)
 
 
-def test_the_json_reader_is_chosen_where_pyslurm_is_not_for_this_release(slurm_cluster,
+def test_the_text_reader_is_chosen_where_pyslurm_is_not_for_this_release(slurm_cluster,
                                                                          caplog):
     """The other side of the rule, for real, on every release: the host's Python has no
-    pyslurm, so a controller here reads with the commands' JSON and says why."""
+    pyslurm, so a controller here reads squeue's text and says why."""
     import logging
 
-    from synergy_slurm.slurm.reader import PyslurmReader, make_reader
+    from synergy_slurm.slurm.reader import TextReader, make_reader
 
     caplog.set_level(logging.INFO, "synergy_slurm.slurm.reader")
     cli = devcluster.slurm_cli(slurm_cluster)
     reader = make_reader(cli, "auto")
-    assert not isinstance(reader, PyslurmReader)
-    assert "reading Slurm with its commands' JSON: pyslurm is not importable" in caplog.text
+    assert type(reader) is TextReader
+    assert "reading Slurm's jobs as squeue's text: pyslurm is not importable" in caplog.text
     assert reader.snapshot().nodes

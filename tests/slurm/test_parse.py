@@ -203,7 +203,7 @@ def test_reader_choice_pyslurm_only_for_its_own_release(monkeypatch, caplog):
     import types
 
     from synergy_slurm.slurm.commands import SlurmError
-    from synergy_slurm.slurm.reader import PyslurmReader, SlurmReader, make_reader
+    from synergy_slurm.slurm.reader import PyslurmReader, SlurmReader, TextReader, make_reader
 
     class Cli:
         version = "slurm-wlm 24.11.5"
@@ -215,13 +215,13 @@ def test_reader_choice_pyslurm_only_for_its_own_release(monkeypatch, caplog):
     cli = Cli()
     caplog.set_level(logging.INFO, "synergy_slurm.slurm.reader")
     monkeypatch.setitem(sys.modules, "pyslurm", None)   # not importable
-    assert type(make_reader(cli, "auto")) is SlurmReader
+    assert type(make_reader(cli, "auto")) is TextReader
     assert "pyslurm is not importable" in caplog.text
     with pytest.raises(SlurmError, match="not importable"):
         make_reader(cli, "pyslurm")
     monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="25.11.0"))
     caplog.clear()
-    assert type(make_reader(cli, "auto")) is SlurmReader          # built for 25.11
+    assert type(make_reader(cli, "auto")) is TextReader          # built for 25.11
     assert "pyslurm 25.11.0 is built for another release than the running Slurm 24.11.5" \
         in caplog.text
     with pytest.raises(SlurmError, match="another release"):
@@ -232,14 +232,15 @@ def test_reader_choice_pyslurm_only_for_its_own_release(monkeypatch, caplog):
     assert isinstance(chosen, PyslurmReader) and str(chosen.release) == "24.11.5"
     assert "reading Slurm 24.11.5 with pyslurm 24.11.0" in caplog.text
     assert type(make_reader(cli, "json")) is SlurmReader           # asked for: never pyslurm
+    assert type(make_reader(cli, "text")) is TextReader
     cli.version = "slurm 22.05.8"
-    assert type(make_reader(cli, "auto")) is SlurmReader
+    assert type(make_reader(cli, "auto")) is TextReader
     # pyslurm names May releases without the zero: 26.5.x binds Slurm 26.05.
     monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="26.5.1"))
     cli.version = "slurm-wlm 26.05.5"
     assert isinstance(make_reader(cli, "auto"), PyslurmReader)
     monkeypatch.setitem(sys.modules, "pyslurm", types.SimpleNamespace(__version__="unknown"))
-    assert type(make_reader(cli, "auto")) is SlurmReader
+    assert type(make_reader(cli, "auto")) is TextReader
 
 
 @pytest.mark.parametrize("state, resizing", [
