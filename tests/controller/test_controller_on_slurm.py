@@ -180,24 +180,45 @@ def test_failing_scontrol_is_logged_and_retried(env, body, expect):
     assert "cpus=1" in (tmp / "o").read_text()
 
 
-def test_malformed_squeue_output_skips_the_job_and_completes_the_round(env):
+# Mangles one job's record in squeue's output, JSON or text (-O with a separator): a
+# nonsense cpus_per_tres and no state, as a broken or newer squeue might print.
+MANGLE = r"""
+import json, re, sys
+job = sys.argv[1]
+raw = sys.stdin.read()
+if raw.lstrip().startswith("{"):
+    d = json.loads(raw)
+    for j in d["jobs"]:
+        if str(j["job_id"]) == job:
+            j.update(cpus_per_tres=7, job_state=None)
+    raw = json.dumps(d)
+else:
+    # JobID, ArrayJobID, ArrayTaskID, HetJobID, then State: the fifth field.
+    raw = re.sub(r"(?m)^(" + job + r"(~[0-9a-f]{16}~)(?:[^~]*\2){3})[^~]*", r"\1", raw)
+sys.stdout.write(raw)
+"""
+
+
+@pytest.mark.parametrize("reader", ["text", "json"])
+def test_malformed_squeue_output_skips_the_job_and_completes_the_round(env, reader):
     fresh_table(env)
     cli, tmp = env["cli"], env["tmp"]
     a = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=gnmt",
                "-o", str(tmp / "a"), tmp=tmp)
     b = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=alexnet",
                "-o", str(tmp / "b"), tmp=tmp)
-    mangle = (f'$REAL "$@" | {sys.executable} -c "import json,sys; d=json.load(sys.stdin); '
-              f'[j.update(cpus_per_tres=7, job_state=None) for j in d[\'jobs\'] '
-              f'if j[\'job_id\']=={a}]; print(json.dumps(d))"')
+    (tmp / "mangle.py").write_text(MANGLE)
+    mangle = f'$REAL "$@" | {sys.executable} {tmp / "mangle.py"} {a}'
     odd = SlurmCLI(str(env["cluster"].conf_path), bindir=str(fake_bin(
         tmp, 'exec $REAL "$@"', mangle)))
-    res = Controller(load(env), cli=odd).run_round()
+    cfg = load(env)
+    cfg = replace(cfg, slurm=replace(cfg.slurm, reader=reader))
+    res = Controller(cfg, cli=odd).run_round()
     assert res.errors == 0
     wait_for(cli, b, {"COMPLETED"})
     assert "cpus=12" in (tmp / "b").read_text()
     assert a in held_ids(cli)       # skipped, untouched: still held for a later round
-    Controller(load(env)).run_round()
+    Controller(cfg).run_round()
     wait_for(cli, a, {"COMPLETED"})
 
 
