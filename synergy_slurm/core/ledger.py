@@ -64,21 +64,43 @@ class Ledger:
         self.fair = cluster.fair
         self.names = [s.name for s in cluster.servers]
         free = cluster.free()
-        self.fg = [r.gpus for r in free]
-        self.fc = [r.cpus for r in free]
-        self.fm = [r.mem_gb for r in free]
+        # Free GPUs, cores and memory per server index: private, allocators ask the
+        # methods below (what fits where), never the lists.
+        self._fg = [r.gpus for r in free]
+        self._fc = [r.cpus for r in free]
+        self._fm = [r.mem_gb for r in free]
         self.max_gpus = cluster.max_server_gpus
-        self.free_gpus = sum(self.fg)
+        self.free_gpus = sum(self._fg)
         self.on_server: list[dict[int, int]] = [{} for _ in self.names]
         self.held: dict[int, Held] = {}
         self._undo: list[tuple[Any, ...]] = []
 
     # -- queries ------------------------------------------------------------------------
+    @property
+    def n_servers(self) -> int:
+        return len(self.names)
+
+    def free_on(self, i: int) -> tuple[int, int, float]:
+        """Server ``i``'s free GPUs, cores and memory (GB)."""
+        return self._fg[i], self._fc[i], self._fm[i]
+
+    def free_gpus_by_server(self) -> tuple[int, ...]:
+        return tuple(self._fg)
+
+    def total_free(self) -> tuple[int, int, float]:
+        """Free GPUs, cores and memory (GB) over all servers."""
+        return self.free_gpus, sum(self._fc), sum(self._fm)
+
+    def fits_whole(self, i: int, gpus: int, share: PerGpu) -> bool:
+        """Whether ``gpus`` GPUs at ``share`` fit on server ``i`` alone."""
+        return (self._fg[i] >= gpus and self._fc[i] >= share.cpus * gpus
+                and self._fm[i] + MEM_EPS >= share.mem_gb * gpus)
+
     def find_placement(self, job: JobSpec, share: PerGpu) -> dict[int, int] | None:
         """Where ``job``'s GPUs at ``share`` go, by the ledger's placement rule; None if
         they do not fit."""
         if job.gpus_per_node:
-            order = (range(len(self.fg)) if self.placement == "first-free"
+            order = (range(len(self._fg)) if self.placement == "first-free"
                      else self.servers_by_free_gpus(job.gpus_per_node))
             return self.per_node_placement(order, job.gpus, job.gpus_per_node, share)
         if self.placement == "first-free":
@@ -92,7 +114,7 @@ class Ledger:
         c, m = share.cpus * per_node, share.mem_gb * per_node - MEM_EPS
         out: dict[int, int] = {}
         for i in order:
-            if self.fg[i] >= per_node and self.fc[i] >= c and self.fm[i] >= m:
+            if self._fg[i] >= per_node and self._fc[i] >= c and self._fm[i] >= m:
                 out[i] = per_node
                 if len(out) * per_node == gpus:
                     return out
@@ -105,7 +127,7 @@ class Ledger:
             return None
         c, m = share.cpus, share.mem_gb
         need_c, need_m = c * gpus, m * gpus - MEM_EPS
-        fg, fc, fm = self.fg, self.fc, self.fm
+        fg, fc, fm = self._fg, self._fc, self._fm
         if gpus <= self.max_gpus:
             best = -1
             for i in range(len(fg)):
@@ -124,18 +146,18 @@ class Ledger:
         while its server still has the share's cores and memory; never consolidated."""
         if gpus > self.free_gpus:
             return None
-        return self._spread(range(len(self.fg)), gpus, share)
+        return self._spread(range(len(self._fg)), gpus, share)
 
     def _spread(self, order: Iterable[int], gpus: int, share: PerGpu) -> dict[int, int] | None:
         """Take GPUs server by server in ``order``, as many on each as its cores and memory
         allow at ``share``; None if they run out first."""
         c, m = share.cpus, share.mem_gb
         return spread(order, lambda i: min(
-            self.fg[i], self.fc[i] // c if c > 0 else gpus,
-            floor_div(self.fm[i], m) if m > 0 else gpus), gpus)
+            self._fg[i], self._fc[i] // c if c > 0 else gpus,
+            floor_div(self._fm[i], m) if m > 0 else gpus), gpus)
 
     def servers_by_free_gpus(self, at_least: int = 1) -> list[int]:
-        return [i for _, i in sorted((g, i) for i, g in enumerate(self.fg) if g >= at_least)]
+        return [i for _, i in sorted((g, i) for i, g in enumerate(self._fg) if g >= at_least)]
 
     # -- changes ------------------------------------------------------------------------
     def place(self, job: JobSpec, demand: Demand, placement: dict[int, int]) -> None:
@@ -150,7 +172,7 @@ class Ledger:
         h = self.held[job_id]
         dc = share.cpus - h.share.cpus
         dm = share.mem_gb - h.share.mem_gb
-        return all(self.fc[i] >= n * dc and self.fm[i] + MEM_EPS >= n * dm
+        return all(self._fc[i] >= n * dc and self._fm[i] + MEM_EPS >= n * dm
                    for i, n in h.placement.items())
 
     def can_reshape_together(self, changes: list[tuple[int, Demand]]) -> bool:
@@ -162,7 +184,7 @@ class Ledger:
             for i, n in h.placement.items():
                 dc[i] = dc.get(i, 0) + n * (demand.share.cpus - h.share.cpus)
                 dm[i] = dm.get(i, 0.0) + n * (demand.share.mem_gb - h.share.mem_gb)
-        return all(self.fc[i] >= dc[i] and self.fm[i] + MEM_EPS >= dm[i] for i in dc)
+        return all(self._fc[i] >= dc[i] and self._fm[i] + MEM_EPS >= dm[i] for i in dc)
 
     def reshape(self, job_id: int, demand: Demand) -> None:
         self.reshape_together([(job_id, demand)])
@@ -177,13 +199,13 @@ class Ledger:
             dc = demand.share.cpus - h.share.cpus
             dm = demand.share.mem_gb - h.share.mem_gb
             for i, n in h.placement.items():
-                self.fc[i] -= n * dc
-                self.fm[i] -= n * dm
+                self._fc[i] -= n * dc
+                self._fm[i] -= n * dm
                 touched.add(i)
             self._undo.append(("reshape", job_id, h.share, h.speedup, h.how))
             h.share, h.speedup, h.how = demand.share, demand.speedup, demand.how
         for i in touched:
-            assert self.fc[i] >= 0 and self.fm[i] >= -2 * MEM_EPS, "reshape overcommits a server"
+            assert self._fc[i] >= 0 and self._fm[i] >= -2 * MEM_EPS, "reshape overcommits a server"
 
     def checkpoint(self) -> int:
         return len(self._undo)
@@ -200,8 +222,8 @@ class Ledger:
                 _, job_id, share, speedup, how = entry
                 h = self.held[job_id]
                 for i, n in h.placement.items():
-                    self.fc[i] += n * (h.share.cpus - share.cpus)
-                    self.fm[i] += n * (h.share.mem_gb - share.mem_gb)
+                    self._fc[i] += n * (h.share.cpus - share.cpus)
+                    self._fm[i] += n * (h.share.mem_gb - share.mem_gb)
                 h.share, h.speedup, h.how = share, speedup, how
 
     def hold_room(self, i: int, gpus: int, share: PerGpu) -> None:
@@ -213,11 +235,11 @@ class Ledger:
         self._take(i, -gpus, -gpus * share.cpus, -gpus * share.mem_gb)
 
     def _take(self, i: int, g: int, c: int, m: float) -> None:
-        self.fg[i] -= g
-        self.fc[i] -= c
-        self.fm[i] -= m
+        self._fg[i] -= g
+        self._fc[i] -= c
+        self._fm[i] -= m
         self.free_gpus -= g
-        assert self.fg[i] >= 0 and self.fc[i] >= 0 and self.fm[i] >= -2 * MEM_EPS, \
+        assert self._fg[i] >= 0 and self._fc[i] >= 0 and self._fm[i] >= -2 * MEM_EPS, \
             "placement overcommits a server"
 
     # -- TUNE's peer downgrade -----------------------------------------------------------
@@ -225,9 +247,9 @@ class Ledger:
         """Make room for ``gpus`` GPUs at ``share`` on server ``i`` by lowering jobs placed
         there that hold more than the proportional share to it (fewest servers first, then
         most cores/GPU, then most memory/GPU). Applies the downgrades only if they suffice."""
-        need_c = gpus * share.cpus - self.fc[i]
-        need_m = gpus * share.mem_gb - self.fm[i] - MEM_EPS
-        if self.fg[i] < gpus:
+        need_c = gpus * share.cpus - self._fc[i]
+        need_m = gpus * share.mem_gb - self._fm[i] - MEM_EPS
+        if self._fg[i] < gpus:
             return False
         if need_c <= 0 and need_m <= 0:
             return True
@@ -248,7 +270,7 @@ class Ledger:
                 if s == i:
                     continue
                 oc, om = extra.get(s, (0, 0.0))
-                if self.fc[s] + oc + n * dc < 0 or self.fm[s] + om + n * dm < -MEM_EPS:
+                if self._fc[s] + oc + n * dc < 0 or self._fm[s] + om + n * dm < -MEM_EPS:
                     ok = False
             if not ok:
                 continue

@@ -29,7 +29,7 @@ from ..demand import FLOOR_TOLERANCE, Demand, job_caps
 from ..job import JobSpec
 from ..ledger import Ledger
 from ..plan import How, Plan
-from ..resources import MEM_EPS, ClusterState, PerGpu
+from ..resources import ClusterState, PerGpu
 from .base import Allocator, admitted_at_once
 from .tune import TuneAllocator, place_tuned, upgrade_lowered
 
@@ -135,9 +135,7 @@ def round_plan(jobs: list[JobSpec], choice: dict[int, Demand], whole: dict[int, 
     for job in sorted(jobs, key=lambda j: -j.gpus):
         i = whole.get(job.id)
         d = choice[job.id]
-        if i is not None and ledger.fg[i] >= job.gpus \
-                and ledger.fc[i] >= d.share.cpus * job.gpus \
-                and ledger.fm[i] + MEM_EPS >= d.share.mem_gb * job.gpus:
+        if i is not None and ledger.fits_whole(i, job.gpus, d.share):
             ledger.place(job, d, {i: job.gpus})
         else:
             rest.append(job)

@@ -72,7 +72,8 @@ def solve_stage1(jobs: list[JobSpec], cands: list[list[Demand]], ledger: Ledger,
     index[2::3], value[2::3] = nj + 1, mem
     start = np.arange(0, 3 * ncol + 1, 3)
     row_lo = np.concatenate([np.ones(nj), [-highspy.kHighsInf] * 2])
-    row_hi = np.concatenate([np.ones(nj), [float(sum(ledger.fc)), float(sum(ledger.fm))]])
+    _, free_cpus, free_mem = ledger.total_free()
+    row_hi = np.concatenate([np.ones(nj), [float(free_cpus), float(free_mem)]])
     lp = _lp(ncol, speed, np.zeros(ncol), np.ones(ncol), row_lo, row_hi, start, index,
              value, maximize=True)
     lp.integrality_ = [highspy.HighsVarType.kInteger] * ncol
@@ -111,7 +112,7 @@ def solve_stage2(jobs: list[JobSpec], choice: dict[int, Demand], ledger: Ledger,
     floor(X[t, s]) of them are placed there whole. That keeps the LP small (tens of types
     instead of hundreds of jobs) without weakening it.
     """
-    servers = [i for i in range(len(ledger.fg)) if ledger.fg[i] > 0]
+    servers = [i for i in range(ledger.n_servers) if ledger.free_on(i)[0] > 0]
     if not servers:
         raise StageFailed("no free GPUs")
     types: dict[tuple[int, PerGpu], list[JobSpec]] = {}
@@ -135,7 +136,7 @@ def solve_stage2(jobs: list[JobSpec], choice: dict[int, Demand], ledger: Ledger,
     index[2::4], value[2::4] = nt + 3 * ss + 1, c[tt]
     index[3::4], value[3::4] = nt + 3 * ss + 2, m[tt]
     start = np.arange(0, 4 * ncol + 1, 4)
-    caps = np.array([[ledger.fg[i], ledger.fc[i], ledger.fm[i]] for i in servers]).ravel()
+    caps = np.array([ledger.free_on(i) for i in servers], dtype=float).ravel()
     row_lo = np.concatenate([count, np.full(3 * ns, -highspy.kHighsInf)])
     row_hi = np.concatenate([count, caps])
     cost = np.array([rank[servers[s]] for s in range(ns)], dtype=float)[ss] * g[tt]

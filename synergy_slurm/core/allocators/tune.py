@@ -83,7 +83,7 @@ def place_with_peer_downgrade(job: JobSpec, demand: Demand, ledger: Ledger) -> b
     placement: dict[int, int] = {}
     left = g
     for i in ledger.servers_by_free_gpus(at_least=1):
-        for k in range(min(left, ledger.fg[i]), 0, -1):
+        for k in range(min(left, ledger.free_on(i)[0]), 0, -1):
             if ledger.free_up(i, k, demand.share):
                 placement[i] = k
                 left -= k

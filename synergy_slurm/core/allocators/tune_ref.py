@@ -148,7 +148,7 @@ class RefTuneAllocator(AdmittingAllocator):
         """Where the job's GPUs are to be found: a multi-GPU job takes the first server
         with enough free GPUs; otherwise (or if none) the servers with the fewest free GPUs
         first, until the job's GPUs are covered."""
-        fg = ledger.fg
+        fg = ledger.free_gpus_by_server()
         if gpus > 1:
             for i, free in enumerate(fg):
                 if free >= gpus:
@@ -167,8 +167,9 @@ class RefTuneAllocator(AdmittingAllocator):
         """Lower, to the proportional share, the jobs on ``server`` the reference picks to
         make room for ``gpus`` GPUs at ``share``; False if that would overcommit a server."""
         fair = ledger.fair
-        need_c = max(0.0, gpus * share.cpus - ledger.fc[server])
-        need_m = max(0.0, gpus * share.mem_gb - ledger.fm[server])
+        _, free_c, free_m = ledger.free_on(server)
+        need_c = max(0.0, gpus * share.cpus - free_c)
+        need_m = max(0.0, gpus * share.mem_gb - free_m)
         if need_c <= 0 and need_m <= MEM_EPS:
             return True
         order = self._order[server]
