@@ -255,10 +255,7 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
     state = first_state(rec["job_state"])
     if not state:
         raise ValueError("missing job_state")
-    per_job = gpu_count(text(rec.get("tres_per_job")))
-    per_node = gpu_count(text(rec.get("tres_per_node")))
-    per_task = gpu_count(text(rec.get("tres_per_task")))
-    per_socket = gpu_count(text(rec.get("tres_per_socket")))
+    asked = gpu_asks(lambda per: text(rec.get(f"tres_per_{per}")))
     num_nodes = num(rec.get("node_count"), 1) or 1
     num_tasks = num(rec.get("tasks")) if "tasks" in rec else None
     node_names = tuple(expand_hostlist(text(rec.get("nodes"))))
@@ -266,10 +263,8 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
     if not isinstance(gres_detail, list):
         raise TypeError("gres_detail is not a list")
     alloc_gpus = [_detail_gpus(text(g)) for g in gres_detail]
-    gtype = next((g[1] for g in (per_job, per_node, per_task, per_socket) if g and g[1]), None)
-    gpus = _total_gpus(per_job, per_node, per_task, per_socket,
-                       max(num_nodes, len(node_names) or 1), num_tasks, alloc_gpus, state)
-    alloc = _allocations(rec, node_names, alloc_gpus)
+    gpus = _total_gpus(*asked, max(num_nodes, len(node_names) or 1), num_tasks, alloc_gpus,
+                       state)
     req = tres_items(text(rec.get("tres_req_str")))
     cpus = num(rec.get("cpus"), None)
     if cpus is None:
@@ -277,53 +272,57 @@ def parse_job(rec: Mapping[str, Any], blurred_request_mem: bool = False) -> Slur
     priority = num(rec.get("priority"), 0) or 0
     reason = text(rec.get("state_reason"))
     array_id, task_id, array_pending, array_throttle = _array(rec, state)
-    het_id = num(rec.get("het_job_id"), 0) or None
     limit_min = num(rec.get("time_limit"), None)
     mem_per_gpu = per_gpu_value(text(rec.get("memory_per_tres")))
     return SlurmJob(
-        job_id=job_id,
-        user=text(rec.get("user_name")) or str(num(rec.get("user_id"), -1)),
-        state=state,
-        partition=text(rec.get("partition")),
-        gpus=gpus,
-        account=text(rec.get("account")),
-        qos=text(rec.get("qos")),
-        gpus_per_job=per_job[0] if per_job else None,
-        gpus_per_node=per_node[0] if per_node else None,
-        gpus_per_task=per_task[0] if per_task else None,
-        gpus_per_socket=per_socket[0] if per_socket else None,
-        gpu_type=gtype,
-        num_nodes=num_nodes,
-        num_tasks=num_tasks,
-        cpus=cpus,
+        job_id=job_id, user=text(rec.get("user_name")) or str(num(rec.get("user_id"), -1)),
+        state=state, partition=text(rec.get("partition")), gpus=gpus,
+        account=text(rec.get("account")), qos=text(rec.get("qos")),
+        **gpu_request_fields(*asked), num_nodes=num_nodes, num_tasks=num_tasks, cpus=cpus,
         cpus_per_gpu=per_gpu_value(text(rec.get("cpus_per_tres"))),
         mem_per_gpu_mb=mem_per_gpu,
         mem_per_node_mb=_mem_per_node(rec, {} if blurred_request_mem else req, mem_per_gpu,
                                       gpus, num_nodes),
-        mem_per_cpu_mb=num(rec.get("memory_per_cpu")),
-        nodes=node_names,
-        alloc=alloc,
+        mem_per_cpu_mb=num(rec.get("memory_per_cpu")), nodes=node_names,
+        alloc=_allocations(rec, node_names, alloc_gpus),
         restarts=num(rec.get("restart_cnt"), 0) or 0,
-        requeue=bool(rec.get("requeue", False)),
-        batch=bool(rec.get("batch_flag", True)),
+        requeue=bool(rec.get("requeue", False)), batch=bool(rec.get("batch_flag", True)),
         held=priority == 0 and state == "PENDING" and "Held" in reason,
-        priority=priority,
-        reason=reason,
-        comment=text(rec.get("comment")),
-        admin_comment=text(rec.get("admin_comment")),
-        name=text(rec.get("name")),
+        priority=priority, reason=reason, comment=text(rec.get("comment")),
+        admin_comment=text(rec.get("admin_comment")), name=text(rec.get("name")),
         submit_time=num(rec.get("submit_time"), 0) or 0,
         start_time=num(rec.get("start_time"), 0) or 0,
-        array_job_id=array_id,
-        array_task_id=task_id,
-        array_pending_tasks=array_pending,
-        array_throttle=array_throttle,
-        het_job_id=het_id,
+        array_job_id=array_id, array_task_id=task_id, array_pending_tasks=array_pending,
+        array_throttle=array_throttle, het_job_id=num(rec.get("het_job_id"), 0) or None,
         time_limit_s=None if limit_min is None or limit_min <= 0 else limit_min * 60,
         eligible_time=num(rec.get("eligible_time"), 0) or 0,
         reservation=text(rec.get("resv_name")),
         resizing="RESIZING" in state_flags(rec["job_state"]),
     )
+
+
+GpuAsk = tuple[int, str | None] | None
+
+
+def gpu_asks(field: Callable[[str], str]) -> tuple[GpuAsk, GpuAsk, GpuAsk, GpuAsk]:
+    """``gpu_count`` of a job's GPUs per job, node, task and socket; ``field("node")``
+    reads the job's tres_per_node string, and so on."""
+    return (gpu_count(field("job")), gpu_count(field("node")), gpu_count(field("task")),
+            gpu_count(field("socket")))
+
+
+def gpu_request_fields(per_job: GpuAsk, per_node: GpuAsk, per_task: GpuAsk,
+                       per_socket: GpuAsk) -> dict[str, Any]:
+    """A job's ``SlurmJob`` fields for how it asked for GPUs (``gpu_count`` of each of its
+    tres_per_* strings), the same from every reader."""
+    return {
+        "gpus_per_job": per_job[0] if per_job else None,
+        "gpus_per_node": per_node[0] if per_node else None,
+        "gpus_per_task": per_task[0] if per_task else None,
+        "gpus_per_socket": per_socket[0] if per_socket else None,
+        "gpu_type": next((g[1] for g in (per_job, per_node, per_task, per_socket)
+                          if g and g[1]), None),
+    }
 
 
 def _total_gpus(per_job: tuple[int, str | None] | None,

@@ -30,7 +30,15 @@ from dataclasses import dataclass, replace
 
 from ..vocabulary import LIVE_STATES
 from .model import NodeAlloc, Skipped, SlurmJob
-from .parse import NO_VAL, _throttle, count_array_tasks, expand_hostlist, gpu_count, per_gpu_value
+from .parse import (
+    NO_VAL,
+    _throttle,
+    count_array_tasks,
+    expand_hostlist,
+    gpu_asks,
+    gpu_request_fields,
+    per_gpu_value,
+)
 from .release import Release
 from .units import duration_s, size_mb, tres_items
 
@@ -150,16 +158,11 @@ def text_job(rec: dict[str, str], release: Release) -> SlurmJob:
     state = _FLAG_BASE.get(word, word)
     if not state:
         raise ValueError("missing state")
-    per_job = gpu_count(_opt(rec["per_job"]))
-    per_node = gpu_count(_opt(rec["per_node"]))
-    per_task = gpu_count(_opt(rec["per_task"]))
-    per_socket = gpu_count(_opt(rec["per_socket"]))
+    asked = gpu_asks(lambda per: _opt(rec[f"per_{per}"]))
     num_nodes = _int(rec["nodes_n"], 1) or 1
     num_tasks = _int(rec["tasks"], 0) or None
     names = tuple(expand_hostlist(_opt(rec["nodes"])))
-    gtype = next((g[1] for g in (per_job, per_node, per_task, per_socket) if g and g[1]), None)
-    gpus = _request_gpus(per_job, per_node, per_task, per_socket,
-                         max(num_nodes, len(names) or 1), num_tasks)
+    gpus = _request_gpus(*asked, max(num_nodes, len(names) or 1), num_tasks)
     tres = tres_items(_opt(rec["tres"]))
     cpus = _int(rec["cpus"], 0) or int(tres.get("cpu", "0") or 0)
     held_mb = int(size_mb(tres["mem"])) if tres.get("mem") else 0
@@ -173,11 +176,7 @@ def text_job(rec: dict[str, str], release: Release) -> SlurmJob:
     return SlurmJob(
         job_id=job_id, user=rec["user"], state=state, partition=_opt(rec["partition"]),
         gpus=gpus, account=_opt(rec["account"]), qos=_opt(rec["qos"]),
-        gpus_per_job=per_job[0] if per_job else None,
-        gpus_per_node=per_node[0] if per_node else None,
-        gpus_per_task=per_task[0] if per_task else None,
-        gpus_per_socket=per_socket[0] if per_socket else None,
-        gpu_type=gtype, num_nodes=num_nodes, num_tasks=num_tasks, cpus=cpus,
+        **gpu_request_fields(*asked), num_nodes=num_nodes, num_tasks=num_tasks, cpus=cpus,
         cpus_per_gpu=per_gpu_value(_opt(rec["cpus_per_tres"])), mem_per_gpu_mb=mem_per_gpu,
         mem_per_node_mb=mem_node, mem_per_cpu_mb=mem_cpu, nodes=names,
         alloc=(NodeAlloc(names[0], cpus, held_mb, gpus),)
