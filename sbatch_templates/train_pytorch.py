@@ -115,7 +115,7 @@ def save(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="folder of *.jpg files")
     ap.add_argument("--synthetic", type=int, default=0, help="make this many JPEGs first")
@@ -127,99 +127,131 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="extra seconds per step (to stretch tests)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    rank = int(os.environ.get("RANK", "0"))
-    if distributed:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) \
-        if torch.cuda.is_available() else torch.device("cpu")
-    if args.synthetic and rank == 0:
-        make_synthetic(args.data, args.synthetic)
-    if distributed:
-        dist.barrier()
 
-    cores = granted_cores()
-    workers = max(0, cores - 1) if args.workers < 0 else args.workers
-    torch.set_num_threads(1 if workers else cores)
-    data = JpegFolder(args.data)
-    sampler = DistributedSampler(data) if distributed else None
-    loader = DataLoader(data, batch_size=args.batch_size, shuffle=sampler is None,
-                        sampler=sampler, num_workers=workers, worker_init_fn=_worker_init,
-                        drop_last=True, persistent_workers=workers > 0)
-    net = model().to(device)
-    if distributed:
-        net = nn.parallel.DistributedDataParallel(net)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    step = 0
-    restart = os.environ.get("SLURM_RESTART_COUNT", "0")
-    if args.checkpoint and args.checkpoint.exists():
-        state = torch.load(args.checkpoint, map_location=device)
-        (net.module if distributed else net).load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        step = int(state["step"])
-        print(f"resumed from step {step} (restart {restart})", flush=True)
-    else:
-        print(f"starting at step 0 (restart {restart})", flush=True)
-    print(f"rank {rank}: {cores} cores, {workers} data-loader workers, device {device}",
-          flush=True)
+class Training:
+    """One run of the training loop: the model, its optimiser and data, the step reached,
+    and the signal (if any) that asked it to stop."""
 
-    stop: dict[str, int | None] = {"sig": None}
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.distributed:
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) \
+            if torch.cuda.is_available() else torch.device("cpu")
+        if args.synthetic and self.rank == 0:
+            make_synthetic(args.data, args.synthetic)
+        if self.distributed:
+            dist.barrier()
+        self.cores = granted_cores()
+        self.workers = max(0, self.cores - 1) if args.workers < 0 else args.workers
+        torch.set_num_threads(1 if self.workers else self.cores)
+        data = JpegFolder(args.data)
+        self.sampler = DistributedSampler(data) if self.distributed else None
+        self.loader = DataLoader(
+            data, batch_size=args.batch_size, shuffle=self.sampler is None,
+            sampler=self.sampler, num_workers=self.workers, worker_init_fn=_worker_init,
+            drop_last=True, persistent_workers=self.workers > 0)
+        self.net = model().to(self.device)
+        if self.distributed:
+            self.net = nn.parallel.DistributedDataParallel(self.net)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01, momentum=0.9)
+        self.step = 0
+        self.stop: int | None = None
+        # Under the profiler (synergy profile run sets SYNERGY_PROGRESS_FILE) this is a
+        # measurement, not training: never overwrite the real job's checkpoint.
+        self.saves = bool(args.checkpoint) and self.rank == 0 \
+            and not os.environ.get("SYNERGY_PROGRESS_FILE")
 
-    def on_signal(signum, _frame) -> None:
-        stop["sig"] = signum
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGUSR1, on_signal)
+    def _plain_net(self) -> nn.Module:
+        return self.net.module if self.distributed else self.net
 
-    # Under the profiler (synergy profile run sets SYNERGY_PROGRESS_FILE) this is a
-    # measurement, not training: never overwrite the real job's checkpoint.
-    profiling = bool(os.environ.get("SYNERGY_PROGRESS_FILE"))
+    def resume(self) -> None:
+        restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+        if self.args.checkpoint and self.args.checkpoint.exists():
+            state = torch.load(self.args.checkpoint, map_location=self.device)
+            self._plain_net().load_state_dict(state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+            print(f"resumed from step {self.step} (restart {restart})", flush=True)
+        else:
+            print(f"starting at step 0 (restart {restart})", flush=True)
+        print(f"rank {self.rank}: {self.cores} cores, {self.workers} data-loader workers, "
+              f"device {self.device}", flush=True)
 
-    def checkpoint() -> None:
-        if args.checkpoint and rank == 0 and not profiling:
-            save(args.checkpoint, {"model": (net.module if distributed else net).state_dict(),
-                                   "optimizer": opt.state_dict(), "step": step})
+    def catch_signals(self) -> None:
+        def on_signal(signum, _frame) -> None:
+            self.stop = signum
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGUSR1, on_signal)
 
-    loss_fn = nn.CrossEntropyLoss()
-    t0, s0 = time.monotonic(), step
-    epoch = 0
-    while step < args.steps and stop["sig"] is None:
-        if sampler is not None:
-            sampler.set_epoch(epoch)
-        for x, y in track(loader, batch_size=args.batch_size):
-            opt.zero_grad()
-            loss = loss_fn(net(x.to(device)), y.to(device))
-            loss.backward()
-            opt.step()
-            step += 1
-            if args.step_delay:
-                time.sleep(args.step_delay)
-            if step % args.log_every == 0:
-                rate = (step - s0) * args.batch_size / max(1e-9, time.monotonic() - t0)
-                print(f"step {step}/{args.steps} loss {loss.item():.3f} "
-                      f"{rate:.1f} samples/s", flush=True)
-            if distributed:   # every rank stops at the same step when any was told to
-                flag = torch.tensor([0 if stop["sig"] is None else 1])
-                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                if flag.item() and stop["sig"] is None:
-                    stop["sig"] = signal.SIGTERM
-            if step % args.checkpoint_every == 0:
-                checkpoint()
-            if step >= args.steps or stop["sig"] is not None:
-                break
-        epoch += 1
-    checkpoint()
-    if distributed:
-        dist.destroy_process_group()
-    if stop["sig"] is not None:
+    def checkpoint(self) -> None:
+        if self.saves:
+            save(self.args.checkpoint, {"model": self._plain_net().state_dict(),
+                                        "optimizer": self.opt.state_dict(),
+                                        "step": self.step})
+
+    def close(self) -> None:
+        """Stop the data-loader workers now, while the interpreter is whole: the signal
+        handlers keep this object alive until exit, where a persistent worker left to
+        interpreter shutdown can hang the job (seen: the main process waiting on it)."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        del self.loader
+        if self.distributed:
+            dist.destroy_process_group()
+
+    def _agree_on_stop(self) -> None:
+        """Every rank stops at the same step when any was told to."""
+        flag = torch.tensor([0 if self.stop is None else 1])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and self.stop is None:
+            self.stop = signal.SIGTERM
+
+    def train(self) -> None:
+        args, loss_fn = self.args, nn.CrossEntropyLoss()
+        t0, s0, epoch = time.monotonic(), self.step, 0
+        while self.step < args.steps and self.stop is None:
+            if self.sampler is not None:
+                self.sampler.set_epoch(epoch)
+            for x, y in track(self.loader, batch_size=args.batch_size):
+                self.opt.zero_grad()
+                loss = loss_fn(self.net(x.to(self.device)), y.to(self.device))
+                loss.backward()
+                self.opt.step()
+                self.step += 1
+                if args.step_delay:
+                    time.sleep(args.step_delay)
+                if self.step % args.log_every == 0:
+                    rate = (self.step - s0) * args.batch_size / max(1e-9, time.monotonic() - t0)
+                    print(f"step {self.step}/{args.steps} loss {loss.item():.3f} "
+                          f"{rate:.1f} samples/s", flush=True)
+                if self.distributed:
+                    self._agree_on_stop()
+                if self.step % args.checkpoint_every == 0:
+                    self.checkpoint()
+                if self.step >= args.steps or self.stop is not None:
+                    break
+            epoch += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    run = Training(parse_args(argv))
+    run.resume()
+    run.catch_signals()
+    run.train()
+    run.checkpoint()
+    run.close()
+    if run.stop is not None:
         # Only the rank that wrote the checkpoint says so: another rank's word would claim
         # a step that rank 0, killed before it could save, never wrote.
-        saved = bool(args.checkpoint) and rank == 0 and not profiling
-        print(f"signal {stop['sig']}: {'checkpointed' if saved else 'stopped'} at step "
-              f"{step}", flush=True)
-        return 0 if stop["sig"] == signal.SIGUSR1 else 143
-    print(f"finished at step {step}", flush=True)
+        print(f"signal {run.stop}: {'checkpointed' if run.saves else 'stopped'} at step "
+              f"{run.step}", flush=True)
+        return 0 if run.stop == signal.SIGUSR1 else 143
+    print(f"finished at step {run.step}", flush=True)
     return 0
 
 
