@@ -46,6 +46,7 @@ from ..hook.table import TableError
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
 from ..slurm.commands import SlurmCLI, SlurmError
+from ..slurm.limits import SiteLimits
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.ports import Reader, Writer
 from ..slurm.reader import make_reader
@@ -98,6 +99,9 @@ from .usage import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# How long the site's QOS and association limits read from slurmdbd stand (SIGHUP reads
+# them at the next round): an admin's change applies within 5 minutes.
+LIMITS_MAX_AGE_S = 300.0
 
 
 class RoundFailed(RuntimeError):
@@ -174,6 +178,8 @@ class Controller:
         # Running jobs the writer says can never be lowered in place (started before
         # PrologFlags=Contain): not asked again while they run.
         self._shrink_refused: set[int] = set()
+        # When the site's limits were read, and what they were (see _site_limits).
+        self._site: tuple[float, SiteLimits | None] | None = None
 
     def capabilities(self) -> Capabilities:
         """What this Slurm allows, worked out at the first round that can read it (logged
@@ -192,8 +198,10 @@ class Controller:
         return self._caps
 
     def refresh(self) -> None:
-        """Work out the capabilities again at the next round (SIGHUP)."""
+        """Work out the capabilities and read the site's limits again at the next round
+        (SIGHUP)."""
         self._caps = None
+        self._site = None
         self._shrink_refused.clear()
 
     # -- inputs ---------------------------------------------------------------------------
@@ -312,7 +320,7 @@ class Controller:
             in_pool = [j for j in managed if j.home_partition == pool.partition]
             for gpu_type in type_order(j.gpu_type for j in in_pool):
                 groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
-        caps = self._limits(groups, snap, can_lower)
+        caps = self._limits(groups, snap, can_lower, now)
         suspect = suspect_caps(self.state)
         # A refused job is remembered while it runs only.
         self._shrink_refused &= {j.job_id for j in managed if j.running}
@@ -437,12 +445,20 @@ class Controller:
                     "after": {"profile_key": slot}, "reason": why}, "", again)
         return frozenset(found)
 
+    def _site_limits(self, now: float) -> SiteLimits | None:
+        """The site's QOS and association limits, read from slurmdbd at most once per
+        ``LIMITS_MAX_AGE_S`` (and again after SIGHUP): they change by an admin's hand, and
+        each read is two sacctmgr calls to slurmdbd that a 30-s round need not repeat."""
+        if self._site is None or now - self._site[0] >= LIMITS_MAX_AGE_S:
+            self._site = (now, self.reader.limits())
+        return self._site[1]
+
     def _limits(self, groups: list[tuple[Pool, str | None, list[SlurmJob]]], snap: Snapshot,
-                can_lower: bool) -> dict[int, PerGpu]:
+                can_lower: bool, now: float) -> dict[int, PerGpu]:
         """The cap the site's QOS and association limits put on each job being planned
-        (:mod:`.limits`), read once a round and computed over every pool together (a
-        user's limit spans partitions); none where there is no accounting."""
-        site = self.reader.limits()
+        (:mod:`.limits`), computed every round over every pool together (a user's limit
+        spans partitions); none where there is no accounting."""
+        site = self._site_limits(now)
         if site is None:
             return {}
         subjects: dict[int, tuple[SlurmJob, Usage]] = {}

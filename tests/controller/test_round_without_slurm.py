@@ -11,7 +11,7 @@ import pytest
 
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.audit import AuditLog
-from synergy_slurm.controller.daemon import Controller, RoundFailed
+from synergy_slurm.controller.daemon import LIMITS_MAX_AGE_S, Controller, RoundFailed
 from synergy_slurm.controller.observe import pools
 from synergy_slurm.controller.outcome import Outcome, Result
 from synergy_slurm.controller.state import StateStore
@@ -179,6 +179,34 @@ def test_a_qos_limit_caps_what_a_held_job_is_shaped_to(tmp_path, profiles_path):
     ctl, writer = controller(tmp_path / "b", profiles_path, snap)
     ctl.run_round()
     assert writer.calls[0] == ("reshape", 5, Shape(12, 125000))
+
+
+def test_the_site_limits_are_read_once_per_max_age_and_again_after_sighup(tmp_path,
+                                                                          profiles_path):
+    """Two sacctmgr calls to slurmdbd per read: a round within LIMITS_MAX_AGE_S of the last
+    read plans with the limits it has; an older one, or the round after refresh (SIGHUP),
+    reads them again and applies what changed."""
+    held = job(5, user="bob", qos="normal")
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(held))
+    now = [NOW]
+    ctl.clock = lambda: now[0]
+    reads = []
+    fake_limits = ctl.reader.limits
+    ctl.reader.limits = lambda: reads.append(now[0]) or fake_limits()
+    ctl.reader.site = SiteLimits((QosLimits("normal", per_job=Tres(cpus=8)),))
+    ctl.run_round()
+    assert writer.calls[0] == ("reshape", 5, Shape(8, 125000))
+    ctl.reader.site = None                          # the admin lifts the limit
+    now[0] += LIMITS_MAX_AGE_S - 1
+    ctl.run_round()
+    assert writer.calls[-2] == ("reshape", 5, Shape(8, 125000)) and reads == [NOW]
+    now[0] += 1
+    ctl.run_round()
+    assert writer.calls[-2] == ("reshape", 5, Shape(12, 125000)) and len(reads) == 2
+    ctl.reader.site = SiteLimits((QosLimits("normal", per_job=Tres(cpus=8)),))
+    ctl.refresh()
+    ctl.run_round()
+    assert writer.calls[-2] == ("reshape", 5, Shape(8, 125000)) and len(reads) == 3
 
 
 @pytest.mark.parametrize("release, kind", [("22.05.8", "cannot"), ("26.05.5", "lower")])
