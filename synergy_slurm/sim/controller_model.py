@@ -98,6 +98,34 @@ class _Run:
         return max(0.0, self.work_s - (ran - paid) * self.rate), self.debt_s - paid
 
 
+@dataclass
+class _Inputs:
+    """What comes from outside the cluster, consumed as time passes: the trace's next job,
+    the background load still to start, and the window's jobs still to finish."""
+
+    arrivals: Iterator[TraceJob]
+    upcoming: TraceJob | None
+    background: list
+    bg_next: int
+    window_left: int | None
+
+    @classmethod
+    def start(cls, arrivals: Iterator[TraceJob], cfg) -> _Inputs:
+        window_left = None
+        if cfg.window is not None:
+            window_left = cfg.window[1] - cfg.window[0] + 1
+        return cls(arrivals, next(arrivals, None),
+                   sorted(cfg.background, key=lambda o: o.start), 0, window_left)
+
+    def first_arrival(self) -> float:
+        if self.upcoming is None:
+            raise ValueError("empty trace")
+        return self.upcoming.arrival
+
+    def background_left(self) -> bool:
+        return self.bg_next < len(self.background)
+
+
 @dataclass(frozen=True)
 class ModelResult:
     """What :func:`simulate_controller` returns to the engine, which wraps it."""
@@ -159,52 +187,15 @@ class _Model:
         self.util: list[tuple[float, float, float, float]] = []
 
     # -- the loop ----------------------------------------------------------------------
-    def run(self, arrivals, max_passes: int) -> ModelResult:
-        upcoming = next(arrivals, None)
-        if upcoming is None:
-            raise ValueError("empty trace")
-        t = upcoming.arrival
-        window_left = None
-        if self.cfg.window is not None:
-            window_left = self.cfg.window[1] - self.cfg.window[0] + 1
-        background = sorted(self.cfg.background, key=lambda o: o.start)
-        bg_next = 0
-        next_pass = t
-        next_tick = t
+    def run(self, arrivals: Iterator[TraceJob], max_passes: int) -> ModelResult:
+        inputs = _Inputs.start(arrivals, self.cfg)
+        t = next_pass = next_tick = inputs.first_arrival()
         passes = 0
         while passes < max_passes:
-            event = False
-            while self._ends and self._ends[0][0] <= t:
-                end, jid = heapq.heappop(self._ends)
-                run = self.running.get(jid)
-                if run is None or run.end_at != end:
-                    continue          # requeued, or its end moved (a shrink): stale
-                self._finish(run)
-                event = True
-                if self.cfg.window and self.cfg.window[0] <= jid <= self.cfg.window[1]:
-                    assert window_left is not None
-                    window_left -= 1
-            if self.held_bg and min(e for e, _, _ in self.held_bg) <= t:
-                for end, server, res in self.held_bg:
-                    if end <= t:
-                        _add(self.bg_used, server, res, -1)
-                self.held_bg = [b for b in self.held_bg if b[0] > t]
-                event = True
-            while bg_next < len(background) and background[bg_next].start <= t:
-                o = background[bg_next]
-                if o.end > t:
-                    self.held_bg.append((o.end, o.server, o.resources))
-                    _add(self.bg_used, o.server, o.resources, 1)
-                bg_next += 1
-            while upcoming is not None and upcoming.arrival <= t:
-                self._arrive(upcoming)
-                last = upcoming.arrival
-                upcoming = next(arrivals, None)
-                if upcoming is not None and upcoming.arrival < last:
-                    raise ValueError(f"trace not sorted by arrival at job {upcoming.job_id}")
-                event = True
-            if window_left == 0 or (not self.waiting and not self.running
-                                    and upcoming is None):
+            event = self._end_jobs(t, inputs) | self._background(t, inputs) \
+                | self._arrivals(t, inputs)
+            if inputs.window_left == 0 or (not self.waiting and not self.running
+                                           and inputs.upcoming is None):
                 break
             if self._due_now(t):
                 event = True
@@ -235,10 +226,55 @@ class _Model:
             self._record(t)
             if self.on_round is not None:
                 self.on_round(t, self.finished)
-            if self._stalled(t, upcoming, background, bg_next):
+            if self._stalled(t, inputs):
                 break
-            t = self._next_time(t, upcoming, background, bg_next, next_pass, next_tick)
+            t = self._next_time(t, inputs, next_pass, next_tick)
         return ModelResult(self.seen, passes, t, self.util)
+
+    def _end_jobs(self, t: float, inputs: _Inputs) -> bool:
+        """End the running jobs whose end is due; whether any did."""
+        event = False
+        while self._ends and self._ends[0][0] <= t:
+            end, jid = heapq.heappop(self._ends)
+            run = self.running.get(jid)
+            if run is None or run.end_at != end:
+                continue          # requeued, or its end moved (a shrink): stale
+            self._finish(run)
+            event = True
+            if self.cfg.window and self.cfg.window[0] <= jid <= self.cfg.window[1]:
+                assert inputs.window_left is not None
+                inputs.window_left -= 1
+        return event
+
+    def _background(self, t: float, inputs: _Inputs) -> bool:
+        """Release the background load whose end is due (an event) and take what starts."""
+        event = False
+        if self.held_bg and min(e for e, _, _ in self.held_bg) <= t:
+            for end, server, res in self.held_bg:
+                if end <= t:
+                    _add(self.bg_used, server, res, -1)
+            self.held_bg = [b for b in self.held_bg if b[0] > t]
+            event = True
+        while inputs.bg_next < len(inputs.background) and \
+                inputs.background[inputs.bg_next].start <= t:
+            o = inputs.background[inputs.bg_next]
+            if o.end > t:
+                self.held_bg.append((o.end, o.server, o.resources))
+                _add(self.bg_used, o.server, o.resources, 1)
+            inputs.bg_next += 1
+        return event
+
+    def _arrivals(self, t: float, inputs: _Inputs) -> bool:
+        """Submit the trace's jobs that arrived by ``t``; whether any did."""
+        event = False
+        while inputs.upcoming is not None and inputs.upcoming.arrival <= t:
+            self._arrive(inputs.upcoming)
+            last = inputs.upcoming.arrival
+            inputs.upcoming = next(inputs.arrivals, None)
+            if inputs.upcoming is not None and inputs.upcoming.arrival < last:
+                raise ValueError(f"trace not sorted by arrival at job {inputs.upcoming.job_id}")
+            event = True
+        return event
 
     def _ticks_anyway(self) -> bool:
         """Whether the controller's round may act though nothing started, ended or came
@@ -249,24 +285,25 @@ class _Model:
         return (self.cfg.usage is not None or self._time_policy
                 or bool(self.rule.budget and self._movable))
 
-    def _stalled(self, t: float, upcoming, background, bg_next) -> bool:
+    def _stalled(self, t: float, inputs: _Inputs) -> bool:
         """Nothing runs, nothing will come or be released, and what waits did not start
         on the empty cluster: the run is over (those jobs never run)."""
-        if self.running or upcoming is not None or bg_next < len(background) or \
+        if self.running or inputs.upcoming is not None or inputs.background_left() or \
                 self.held_bg or any(r.held or r.eligible_at > t
                                     for r in self.waiting.values()):
             return False
         return bool(self.waiting)
 
-    def _next_time(self, t, upcoming, background, bg_next, next_pass, next_tick) -> float:
+    def _next_time(self, t: float, inputs: _Inputs, next_pass: float,
+                   next_tick: float) -> float:
         while self._ends and (self.running.get(self._ends[0][1]) is None
                               or self.running[self._ends[0][1]].end_at != self._ends[0][0]):
             heapq.heappop(self._ends)          # stale
         soon = [self._ends[0][0]] if self._ends else []
-        if upcoming is not None:
-            soon.append(upcoming.arrival)
-        if bg_next < len(background):
-            soon.append(background[bg_next].start)
+        if inputs.upcoming is not None:
+            soon.append(inputs.upcoming.arrival)
+        if inputs.background_left():
+            soon.append(inputs.background[inputs.bg_next].start)
         soon += [e for e, _, _ in self.held_bg]
         if self._soon:
             soon.append(self._soon[0][0])
