@@ -16,12 +16,12 @@ import click
 from profiler.cpulimit import QuotaUnavailable
 from profiler.gpu import gpu_probe
 from profiler.harness import PointConfig, measure
-from profiler.search import SearchError, optimistic_search
+from profiler.search import SearchError, SearchResult, optimistic_search
 
 from ..controller.state import StateStore
 from ..controller.status import mark_lines, suspect_lines
 from ..controller.usage import CONFIRMED
-from ..core import ProfileError, profiles_from_doc, profiles_to_doc
+from ..core import Profile, ProfileError, profiles_from_doc, profiles_to_doc
 from ..dbfile import DatabaseError
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
@@ -143,15 +143,8 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     except SearchError as exc:
         raise Failed(f"profile of {key} not stored: {exc}") from None
     read_per_sample = _read_bytes_per_sample(res)
-    memory_note = ""
-    if dataset_gb and not dataset_samples:
-        if read_per_sample and read_per_sample >= 1:
-            dataset_samples = dataset_gb * 1e9 / read_per_sample
-            memory_note = (f"{dataset_samples:,.0f} samples per epoch ({read_per_sample:,.0f} "
-                           "bytes read per sample)")
-        else:
-            dataset_gb = None
-            memory_note = "no data read per sample after warm-up: memory-insensitive"
+    dataset_gb, dataset_samples, memory_note = _dataset(dataset_gb, dataset_samples,
+                                                        read_per_sample)
     storage = StorageModel(dataset_gb, disk_gb_s, mem_gb_s) if dataset_gb else None
     curve = {k: m.samples_per_s for k, m in res.points.items()}
     prof = build_profile(key, curve, gpus, storage=storage, samples_per_epoch=dataset_samples)
@@ -165,11 +158,29 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
                                "ideal": {"cpus_per_gpu": prof.ideal.cpus,
                                          "mem_gb_per_gpu": prof.ideal.mem_gb},
                                "gpu": res.points[max(res.points)].gpu}))
-        return
+    else:
+        _print_profile(key, res, prof, memory_note)
+
+
+def _dataset(dataset_gb: float | None, dataset_samples: float | None,
+             read_per_sample: float | None) -> tuple[float | None, float | None, str]:
+    """The dataset's size and samples per epoch for the memory model, and a note on how
+    they were found: without --dataset-samples, the size over the bytes the command read
+    per sample; nothing read per sample makes the job memory-insensitive."""
+    if not dataset_gb or dataset_samples:
+        return dataset_gb, dataset_samples, ""
+    if read_per_sample and read_per_sample >= 1:
+        samples = dataset_gb * 1e9 / read_per_sample
+        return dataset_gb, samples, (f"{samples:,.0f} samples per epoch "
+                                     f"({read_per_sample:,.0f} bytes read per sample)")
+    return None, None, "no data read per sample after warm-up: memory-insensitive"
+
+
+def _print_profile(key: str, res: SearchResult, prof: Profile, memory_note: str) -> None:
     click.echo(f"profiled {key}: {len(res.points)} points in {res.wall_s:.1f} s, "
                f"{res.cpu_s:.1f} CPU-s ({res.repeats} repeated)")
-    for k, v in sorted(curve.items()):
-        click.echo(f"  {k:>3} cores/GPU: {v:10.2f} samples/s")
+    for k, m in sorted(res.points.items()):
+        click.echo(f"  {k:>3} cores/GPU: {m.samples_per_s:10.2f} samples/s")
     if memory_note:
         click.echo(f"  memory model: {memory_note}")
     click.echo(f"  ideal: {prof.ideal.cpus} cores/GPU, {prof.ideal.mem_gb:g} GB/GPU")

@@ -14,6 +14,7 @@ import click
 
 from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState
 from ..core.ledger import PLACEMENTS
+from ..core.pools import Pool
 from ..core.usage import UsageRule
 from ..sim.engine import SimConfig, SimulationCapped
 from ..sim.metrics import summary_row
@@ -161,14 +162,8 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
                                          count, multi_gpu, seed)
     if mislabel:
         workload = replace(workload, mislabel=_mislabel(mislabel, profiles))
-    site = cluster_option_value(cluster_file)
-    pools = ()
-    if site is not None:
-        cluster = site.cluster_state()
-        pools = site.pools() if no_preempt else ()
-    else:
-        cluster = ClusterState.uniform(servers, gpus_per_server, cpus_per_server,
-                                       mem_per_server)
+    cluster, pools = _cluster(cluster_file, no_preempt, servers, gpus_per_server,
+                              cpus_per_server, mem_per_server)
     if any(g > cluster.total.gpus for g in _gpu_counts(workload)):
         raise BadInput("the trace has jobs larger than the cluster")
     try:
@@ -190,13 +185,26 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
         for p in write_results(out, [(res, run.load) for run, res in results]):
             click.echo(f"wrote {p}", err=True)
     if record_trace is not None:
-        if workload.jobs is not None:
-            jobs = list(workload.stream(profiles, None))
-        else:
-            jobs = list(workload.stream(profiles, load_list[0]))
-        write_trace(record_trace, jobs)
-        click.echo(f"wrote {record_trace} ({len(jobs)} jobs)", err=True)
+        _record(record_trace, workload, profiles, load_list)
     _print(rows, fmt)
+
+
+def _cluster(cluster_file, no_preempt: bool, servers: int, gpus: int, cpus: int,
+             mem_gb: float) -> tuple[ClusterState, tuple[Pool, ...]]:
+    """The cluster of --cluster (its partitions as pools under --no-preempt, where Slurm's
+    partitions are modelled), else --servers uniform servers in one pool."""
+    site = cluster_option_value(cluster_file)
+    if site is None:
+        return ClusterState.uniform(servers, gpus, cpus, mem_gb), ()
+    return site.cluster_state(), (site.pools() if no_preempt else ())
+
+
+def _record(path: Path, workload, profiles, load_list) -> None:
+    """Write every job of the trace (the first load's, for a generated one) as CSV."""
+    load = None if workload.jobs is not None else load_list[0]
+    jobs = list(workload.stream(profiles, load))
+    write_trace(path, jobs)
+    click.echo(f"wrote {path} ({len(jobs)} jobs)", err=True)
 
 
 def _workload(trace_path, profiles, static: bool, window: str | None, split: str, loads: str,

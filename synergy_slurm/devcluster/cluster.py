@@ -109,16 +109,7 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
     if os.geteuid() != 0:
         raise DevClusterError("the dev cluster runs slurmd as root: run as root")
     t0 = time.monotonic()
-    if spec.slurm == releases.SYSTEM:
-        ensure_installed(install, spec.accounting)   # Debian's Slurm and munge, when missing
-    try:
-        slurm = releases.resolve(spec.slurm, cache, mirror)
-    except ReleaseError as exc:
-        raise DevClusterError(str(exc)) from None
-    if slurm.root is None:
-        ensure_installed(install, spec.accounting)   # the system's release asked by number
-    elif spec.accounting and any(_which(p) is None for p in accounting.DB_PROGRAMS):
-        ensure_installed(install, True)              # the database server runs on the host
+    slurm = _slurm_for(spec, install, cache, mirror)
     spec = replace(spec, plugin_dir=slurm.plugin_dir)
     if is_running(spec):
         if spec.conf_path.read_text() != slurm_conf(spec):
@@ -135,6 +126,36 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
             f"port(s) {', '.join(map(str, busy))} already in use (another Slurm or an old dev "
             f"cluster?); stop it, or choose others with --port")
     _check_reachable(spec.state_dir)
+    _fresh_state_dir(spec, slurm)
+    try:
+        _start_daemons(spec, slurm, timeout_s)
+    except DevClusterError:
+        # Nothing half-started stays behind (its ports would block the next try); the
+        # state directory, logs included, does.
+        _stop_processes(spec)
+        raise
+    return time.monotonic() - t0, spec
+
+
+def _slurm_for(spec: DevClusterSpec, install: bool, cache: Path, mirror: str
+               ) -> SlurmInstall:
+    """The Slurm release the spec names, with what it needs on the host installed."""
+    if spec.slurm == releases.SYSTEM:
+        ensure_installed(install, spec.accounting)   # Debian's Slurm and munge, when missing
+    try:
+        slurm = releases.resolve(spec.slurm, cache, mirror)
+    except ReleaseError as exc:
+        raise DevClusterError(str(exc)) from None
+    if slurm.root is None:
+        ensure_installed(install, spec.accounting)   # the system's release asked by number
+    elif spec.accounting and any(_which(p) is None for p in accounting.DB_PROGRAMS):
+        ensure_installed(install, True)              # the database server runs on the host
+    return slurm
+
+
+def _fresh_state_dir(spec: DevClusterSpec, slurm: SlurmInstall) -> None:
+    """An empty state directory with the configuration, the command wrappers and the
+    release it runs (what ``down`` and a later ``up`` read)."""
     if spec.state_dir.exists() and any(spec.state_dir.iterdir()):
         _stop_processes(spec)   # leftovers of a cluster that died: ours by pid file only
         shutil.rmtree(spec.state_dir)
@@ -150,29 +171,25 @@ def up(spec: DevClusterSpec, install: bool = True, timeout_s: float = 60.0,
          "root": str(slurm.root) if slurm.root else None, "plugin_dir": spec.plugin_dir,
          "binds": list(spec.binds), "accounting": spec.accounting,
          "site": spec.site.to_dict() if spec.site else None}))
+
+
+def _start_daemons(spec: DevClusterSpec, slurm: SlurmInstall, timeout_s: float) -> None:
+    """munge, accounting (if asked), slurmctld and each slurmd; then wait for the nodes."""
     binds = _binds(spec)
     env = env_for(spec)
+    _start_munge(spec, slurm, binds)
+    if spec.accounting:
+        _start_accounting(spec, slurm, binds, env)
+    _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], binds), env=env, timeout=30)
+    for name in spec.node_names:
+        _run(_daemon(slurm, "slurmd", ["-N", name, "-f", str(spec.conf_path)], binds),
+             env=env, timeout=30)
     try:
-        _start_munge(spec, slurm, binds)
-        if spec.accounting:
-            _start_accounting(spec, slurm, binds, env)
-        _run(_daemon(slurm, "slurmctld", ["-f", str(spec.conf_path)], binds), env=env,
-             timeout=30)
-        for name in spec.node_names:
-            _run(_daemon(slurm, "slurmd", ["-N", name, "-f", str(spec.conf_path)], binds),
-                 env=env, timeout=30)
-        try:
-            wait_idle(spec, timeout_s)
-        except DevClusterError:
-            tail = _tail(spec.state_dir / "log" / "slurmctld.log", 15)
-            raise DevClusterError(f"nodes did not become idle within {timeout_s:.0f} s; "
-                                  f"slurmctld.log ends:\n{tail}") from None
+        wait_idle(spec, timeout_s)
     except DevClusterError:
-        # Nothing half-started stays behind (its ports would block the next try); the
-        # state directory, logs included, does.
-        _stop_processes(spec)
-        raise
-    return time.monotonic() - t0, spec
+        tail = _tail(spec.state_dir / "log" / "slurmctld.log", 15)
+        raise DevClusterError(f"nodes did not become idle within {timeout_s:.0f} s; "
+                              f"slurmctld.log ends:\n{tail}") from None
 
 
 def _start_accounting(spec: DevClusterSpec, slurm: SlurmInstall, binds: list[str],

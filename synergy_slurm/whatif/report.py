@@ -260,6 +260,23 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
     parts = [f"<h1>synergy whatif</h1><p>{doc['replayed']} GPU jobs replayed from "
              f"{e(doc['source'])}, {e(doc['window'][0])} .. {e(doc['window'][1])}</p>",
              f"<p><b>{e(_lead(doc))}</b></p>"]
+    parts += _html_results(doc) + _html_site(doc)
+    parts += [f'<p><img alt="{n}" src="data:image/png;base64,{b}"></p>'
+              for n, b in images.items()]
+    parts.append(f"<details><summary>As text</summary><pre>{e(as_text(doc))}</pre>"
+                 "</details>")
+    style = ("body{font-family:sans-serif;max-width:70em}table{border-collapse:collapse;"
+             "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:2px 8px;"
+             "text-align:left}")
+    path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>synergy "
+                    f"whatif</title><style>{style}</style></head><body>{''.join(parts)}"
+                    "</body></html>\n")
+    return [*(str(path.parent / n) for n in images), str(path)]
+
+
+def _html_results(doc: dict) -> list[str]:
+    """The replay's figures: forecasts, fidelity, overall and by group."""
+    parts: list[str] = []
     if doc.get("forecast_detail"):
         parts.append(_html_table(
             "Forecasts: gain in mean JCT (" + doc["forecast"]["basis"] + ")",
@@ -285,6 +302,13 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
                                      runs[w]["jobs"], _h(runs[w]["jct_mean_h"]),
                                      _h(runs[w]["wait_mean_h"])))]
                                   for k, runs in doc[f"by_{group}"].items()]))
+    return parts
+
+
+def _html_site(doc: dict) -> list[str]:
+    """What the replay learnt of the site: use, keys to profile, what was not reshaped,
+    and what was left out."""
+    parts: list[str] = []
     u = doc.get("usage")
     if u:
         parts.append(_html_table(
@@ -312,17 +336,7 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
     if notes:
         parts.append(_html_table("Left out, notes and skipped records",
                                  ["", "reason", "count"], notes))
-    parts += [f'<p><img alt="{n}" src="data:image/png;base64,{b}"></p>'
-              for n, b in images.items()]
-    parts.append(f"<details><summary>As text</summary><pre>{e(as_text(doc))}</pre>"
-                 "</details>")
-    style = ("body{font-family:sans-serif;max-width:70em}table{border-collapse:collapse;"
-             "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:2px 8px;"
-             "text-align:left}")
-    path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>synergy "
-                    f"whatif</title><style>{style}</style></head><body>{''.join(parts)}"
-                    "</body></html>\n")
-    return [*(str(path.parent / n) for n in images), str(path)]
+    return parts
 
 
 def _html_table(title: str, head: Sequence, rows: Sequence[Sequence]) -> str:
