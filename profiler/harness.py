@@ -110,51 +110,73 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
         ps = psutil.Process(proc.pid)
         with contextlib.suppress(psutil.Error, AttributeError):
             ps.cpu_affinity(mask)
-        need = cfg.warmup_steps + cfg.steps
-        stamps: list[tuple[float, float]] = []
-        seen, last_progress = 0, time.monotonic()
-        cpu_s = 0.0
-        tree_cpu: dict[int, float] = {}
-        tree_io: dict[int, int] = {}
-        io_mark: tuple[float, float] | None = None     # (bytes read, samples) at warm-up
-        io_end: tuple[float, float] | None = None
-        gpu: dict = {}
         try:
-            while True:
-                stamps = _read(progress)
-                cpu_s, io = _tree_usage(ps, tree_cpu, tree_io)   # never decreases
-                if io is not None and len(stamps) > cfg.warmup_steps:
-                    done = (io, sum(n for _, n in stamps))
-                    io_mark = io_mark or done
-                    io_end = done
-                if len(stamps) >= need:
-                    break
-                now = time.monotonic()
-                if proc.poll() is not None:
-                    err = (proc.stderr.read() or b"").decode(errors="replace").strip()[-300:]
-                    if len(stamps) >= cfg.warmup_steps + cfg.window + 1:
-                        break    # ended early but long enough to measure
-                    raise MeasureError(f"the command exited ({proc.returncode}) after "
-                                       f"{len(stamps)} steps: {err or 'no error output'}")
-                if now - t0 > cfg.budget_s:
-                    raise MeasureError(f"time budget of {cfg.budget_s:.0f} s spent after "
-                                       f"{len(stamps)} steps")
-                if len(stamps) > seen:
-                    seen, last_progress = len(stamps), now
-                elif seen and now - last_progress > cfg.stall_s:
-                    raise MeasureError(f"no progress for {cfg.stall_s:.0f} s "
-                                       f"({len(stamps)} steps)")
-                if gpu_probe is not None and not gpu:
-                    gpu = gpu_probe()
-                time.sleep(0.05)
+            seen = _watch(proc, ps, progress, cfg, gpu_probe, t0)
         finally:
             _stop(proc)
         wall = time.monotonic() - t0
-    m = _summarise(cpus, stamps, cfg, wall, cpu_s, gpu)
-    if io_mark is not None and io_end is not None and io_end[1] > io_mark[1]:
-        per_sample = max(0.0, (io_end[0] - io_mark[0]) / (io_end[1] - io_mark[1]))
+    m = _summarise(cpus, seen.stamps, cfg, wall, seen.cpu_s, seen.gpu)
+    per_sample = seen.read_bytes_per_sample()
+    if per_sample is not None:
         m = dataclasses.replace(m, read_bytes_per_sample=per_sample)
     return m
+
+
+@dataclasses.dataclass
+class _Seen:
+    """What watching one point's command saw: its step stamps, the CPU time of its process
+    tree, bytes read and samples done at the end of warm-up and at the last reading, and
+    the GPU (once)."""
+
+    stamps: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    cpu_s: float = 0.0
+    io_mark: tuple[float, float] | None = None     # (bytes read, samples) at warm-up
+    io_end: tuple[float, float] | None = None
+    gpu: dict = dataclasses.field(default_factory=dict)
+
+    def read_bytes_per_sample(self) -> float | None:
+        if self.io_mark is None or self.io_end is None or self.io_end[1] <= self.io_mark[1]:
+            return None
+        return max(0.0, (self.io_end[0] - self.io_mark[0]) / (self.io_end[1] - self.io_mark[1]))
+
+
+def _watch(proc: subprocess.Popen, ps: psutil.Process, progress: Path, cfg: PointConfig,
+           gpu_probe, t0: float) -> _Seen:
+    """Poll the command's progress file and its process tree until the point has its
+    steps; a MeasureError when it exits too early, runs past the budget or stalls."""
+    need = cfg.warmup_steps + cfg.steps
+    seen = _Seen()
+    tree_cpu: dict[int, float] = {}
+    tree_io: dict[int, int] = {}
+    steps_seen, last_progress = 0, time.monotonic()
+    while True:
+        seen.stamps = stamps = _read(progress)
+        seen.cpu_s, io = _tree_usage(ps, tree_cpu, tree_io)   # never decreases
+        if io is not None and len(stamps) > cfg.warmup_steps:
+            done = (io, sum(n for _, n in stamps))
+            seen.io_mark = seen.io_mark or done
+            seen.io_end = done
+        if len(stamps) >= need:
+            return seen
+        now = time.monotonic()
+        if proc.poll() is not None:
+            assert proc.stderr is not None
+            err = (proc.stderr.read() or b"").decode(errors="replace").strip()[-300:]
+            if len(stamps) >= cfg.warmup_steps + cfg.window + 1:
+                return seen    # ended early but long enough to measure
+            raise MeasureError(f"the command exited ({proc.returncode}) after "
+                               f"{len(stamps)} steps: {err or 'no error output'}")
+        if now - t0 > cfg.budget_s:
+            raise MeasureError(f"time budget of {cfg.budget_s:.0f} s spent after "
+                               f"{len(stamps)} steps")
+        if len(stamps) > steps_seen:
+            steps_seen, last_progress = len(stamps), now
+        elif steps_seen and now - last_progress > cfg.stall_s:
+            raise MeasureError(f"no progress for {cfg.stall_s:.0f} s "
+                               f"({len(stamps)} steps)")
+        if gpu_probe is not None and not seen.gpu:
+            seen.gpu = gpu_probe()
+        time.sleep(0.05)
 
 
 def _tree_usage(ps: psutil.Process, cpu: dict[int, float], read: dict[int, int]
