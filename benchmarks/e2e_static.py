@@ -81,7 +81,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=100, help="first N jobs of the trace")
     ap.add_argument("--scale", type=float, default=1 / 60,
@@ -89,7 +89,11 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--slurm", default="system", choices=RELEASES,
                     help="which Slurm (synergy dev-cluster up --slurm)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     profiles_path = SHARED / "model_profiles.json"
     profiles = load_profiles(profiles_path)
     trace = read_trace(SHARED / "static_100job.csv", profiles)[:args.jobs]
@@ -104,38 +108,12 @@ def main() -> int:
     try:
         cli = devcluster.slurm_cli(spec, timeout_s=60)
         prop_s = run_trace(cli, trace, profiles_path, args.scale, work, "proportional")
-        cfg = config_from_dict({
-            "slurm": {"conf": str(spec.conf_path), "bindir": str(cli.bindir or "")},
-            "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
-            "profiles": {"file": str(profiles_path)},
-            "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
-                           "interval_s": max(0.5, round_s * args.scale),
-                           "state_db": str(work / "state.db"),
-                           "audit_log": str(work / "audit.jsonl"),
-                           "restart_cost_s": restart_trace_s, "requeue_budget": 4,
-                           "requeue_min_interval_s": 0.0}})
-        ctl = Controller(cfg)
-        ctl.run_round()   # writes the hook table: from now on the hook holds the jobs
-        stop = threading.Event()
-        thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
-        thread.start()
-        tune_s = run_trace(cli, trace, profiles_path, args.scale, work, "tune")
-        stop.set()
-        thread.join(timeout=60)
-        audit = (work / "audit.jsonl").read_text().splitlines()
-        requeues = sum('"action": "requeue"' in line and '"result": "done"' in line
-                       for line in audit)
+        tune_s, requeues = synergy_run(cli, spec, trace, profiles_path, args.scale, work,
+                                       round_s, restart_trace_s)
     finally:
         devcluster.down(spec)
         shutil.rmtree(work, ignore_errors=True)
-    cluster = ClusterState.uniform(4)
-    sim = {}
-    for alloc, extra in (("proportional", {}),
-                         ("tune", {"preemptive": False, "requeue_budget": 4,
-                                   "restart_cost_s": restart_trace_s})):
-        res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
-                       profiles, SimConfig(cluster, "fifo", alloc, round_s=round_s, **extra))
-        sim[alloc] = res.makespan_s
+    sim = simulated(trace, profiles, round_s, restart_trace_s)
     out = {"slurm": version, "jobs": len(trace), "scale": args.scale,
            "proportional_makespan_s": round(prop_s, 1), "tune_makespan_s": round(tune_s, 1),
            "ratio": round(prop_s / tune_s, 3),
@@ -150,6 +128,47 @@ def main() -> int:
             print(f"{k:>26}: {v}")
     return 0
 
+
+def synergy_run(cli, spec, trace, profiles_path: Path, scale: float, work: Path,
+                round_s: float, restart_trace_s: float) -> tuple[float, int]:
+    """The trace with the hook and the controller (TUNE, up to 4 requeues a round): its
+    makespan in wall seconds and the requeues the controller did."""
+    cfg = config_from_dict({
+        "slurm": {"conf": str(spec.conf_path), "bindir": str(cli.bindir or "")},
+        "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
+        "profiles": {"file": str(profiles_path)},
+        "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
+                       "interval_s": max(0.5, round_s * scale),
+                       "state_db": str(work / "state.db"),
+                       "audit_log": str(work / "audit.jsonl"),
+                       "restart_cost_s": restart_trace_s, "requeue_budget": 4,
+                       "requeue_min_interval_s": 0.0}})
+    ctl = Controller(cfg)
+    ctl.run_round()   # writes the hook table: from now on the hook holds the jobs
+    stop = threading.Event()
+    thread = threading.Thread(target=ctl.run, args=(stop,), daemon=True)
+    thread.start()
+    tune_s = run_trace(cli, trace, profiles_path, scale, work, "tune")
+    stop.set()
+    thread.join(timeout=60)
+    audit = (work / "audit.jsonl").read_text().splitlines()
+    requeues = sum('"action": "requeue"' in line and '"result": "done"' in line
+                   for line in audit)
+    return tune_s, requeues
+
+
+def simulated(trace, profiles, round_s: float, restart_trace_s: float) -> dict[str, float]:
+    """The simulator's makespan (trace seconds) for both runs, the controller model for
+    TUNE as it runs on Slurm."""
+    cluster = ClusterState.uniform(4)
+    sim = {}
+    for alloc, extra in (("proportional", {}),
+                         ("tune", {"preemptive": False, "requeue_budget": 4,
+                                   "restart_cost_s": restart_trace_s})):
+        res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
+                       profiles, SimConfig(cluster, "fifo", alloc, round_s=round_s, **extra))
+        sim[alloc] = res.makespan_s
+    return sim
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""What one read of the cluster costs, by reader: the commands' JSON or pyslurm.
+"""What one read of the cluster costs, by reader: squeue's text, the commands' JSON, pyslurm.
 
 Starts its own dev cluster (Slurm 24.11 from the cached root unless --slurm says
 otherwise; state in /tmp/synergy-bench-cluster, port 17917), holds N pending GPU jobs for
 each N of --jobs, and for each reader runs ``reader.snapshot()`` (jobs, nodes and
 partitions, parsed) --repeat times, inside the release's root with the venv of ``synergy
-dev-cluster venv`` (the same Python for both readers; pyslurm is built there if missing,
+dev-cluster venv`` (the same Python for every reader; pyslurm is built there if missing,
 about 4 minutes once). Per read it reports the median wall time, the RPCs slurmctld
 served and the time it spent on them (its own account, ``sdiag``), its CPU time (from
 /proc, less what it spends idle in the same time: noisy) and the reader's own CPU time
 (its process and the commands it starts). Needs root, like the dev cluster.
 
-    python benchmarks/slurm_read.py [--reader json,pyslurm] [--jobs 1000,10000] [--repeat 5]
+    python benchmarks/slurm_read.py [--reader text,json,pyslurm] [--jobs 1000,10000]
+                                    [--repeat 5]
 """
 
 from __future__ import annotations
@@ -90,10 +91,10 @@ def inside(reader_name: str, repeat: int, ctld: int) -> dict:
             "rpcs": rpcs / repeat, "rpc_s": rpc_us / 1e6 / repeat, "client_cpu_s": client_s}
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reader", default="json,pyslurm",
-                    help="json, pyslurm or both (comma-separated), side by side")
+    ap.add_argument("--reader", default="text,json,pyslurm",
+                    help="text, json, pyslurm or several (comma-separated), side by side")
     ap.add_argument("--jobs", default="1000,10000", help="pending job counts, e.g. 1000,10000")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--slurm", default="24.11", help="the release (pyslurm needs 24.11)")
@@ -101,7 +102,11 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="one JSON document instead of a table")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ctld-pid", type=int, default=0, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     if args.inside:
         print(json.dumps(inside(args.reader, args.repeat, args.ctld_pid)))
         return 0
@@ -133,13 +138,7 @@ def main() -> int:
                     range(held, n)))
             submit_s, held = time.perf_counter() - t0, n
             for name in readers:
-                argv = ["python", str(HERE), "--inside", "--reader", name,
-                        "--repeat", str(args.repeat), "--ctld-pid", str(ctld)]
-                out = subprocess.run(inroot.cluster_command(spec, argv), capture_output=True,
-                                     text=True, timeout=3600)
-                if out.returncode != 0:
-                    raise SystemExit(f"{name} at {n} jobs failed: {out.stderr[-800:]}")
-                row = {"jobs": n, "asked": name, **json.loads(out.stdout.splitlines()[-1]),
+                row = {"jobs": n, "asked": name, **read_inside(spec, name, args.repeat, ctld),
                        "submit_s": round(submit_s, 1)}
                 rows.append(row)
                 print(f"  {n} jobs, {name}: {row['wall_s']:.3f} s", file=sys.stderr)
@@ -150,6 +149,24 @@ def main() -> int:
         print(json.dumps({"slurm": devcluster.release_info(spec).get("version", args.slurm),
                           "rows": rows}, indent=1))
         return 0
+    print_table(args, rows)
+    return 0
+
+
+def read_inside(spec, name: str, repeat: int, ctld: int) -> dict:
+    """:func:`inside` run in the cluster's root, with the venv that has pyslurm."""
+    from synergy_slurm.devcluster import inroot
+
+    argv = ["python", str(HERE), "--inside", "--reader", name, "--repeat", str(repeat),
+            "--ctld-pid", str(ctld)]
+    out = subprocess.run(inroot.cluster_command(spec, argv), capture_output=True, text=True,
+                         timeout=3600)
+    if out.returncode != 0:
+        raise SystemExit(f"{name} failed: {out.stderr[-800:]}")
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def print_table(args: argparse.Namespace, rows: list[dict]) -> None:
     print(f"Slurm {args.slurm}, {args.repeat} reads each; per read: median wall time; "
           "slurmctld's RPCs and the time it spent serving them (sdiag); its CPU time less "
           "its idle rate (/proc, noisy: 10 ms ticks, scheduler cycles); the reader's CPU "
@@ -163,7 +180,6 @@ def main() -> int:
         print(f"{r['pending']:>8} {r['asked']:>8} {r['wall_s']:>8.3f} {r['rpcs']:>5.0f} "
               f"{r['rpc_s']:>7.3f} {r['ctld_cpu_s']:>11.3f} {r['client_cpu_s']:>13.3f} "
               f"{ratio:>13}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def change(cli, n: int, keys: list[str], script: Path, rng_seed: int) -> None:
     submit_many(cli, [job_args(rng_seed + i, keys, script) for i in range(n - len(gone))])
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--slurm", default="system", help="system (Debian's) or a cached root's "
                     "release: 24.11, 26.05")
@@ -171,11 +171,12 @@ def main() -> int:
     ap.add_argument("--reader", default="text,json",
                     help="the readers to measure, in turn ([slurm] reader: text, json)")
     ap.add_argument("--json", action="store_true", help="one JSON object")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> int:
+    args = parse_args()
     from synergy_slurm import devcluster
-    from synergy_slurm.config import config_from_dict
-    from synergy_slurm.controller.daemon import Controller
     from synergy_slurm.devcluster import local_spec
     from synergy_slurm.profiles import load_profiles
 
@@ -200,26 +201,8 @@ def main() -> int:
         keys = sorted(load_profiles(PROFILES))
         setup = fill(cli, spec, args, script, keys)
         print(f"  {args.nodes} nodes up in {up_s:.0f} s; {setup}", file=sys.stderr)
-        rounds = {}
-        for n, reader in enumerate(args.reader.split(",")):
-            cfg = config_from_dict({
-                "slurm": {"conf": str(spec.conf_path), "timeout_s": 300.0, "reader": reader,
-                          **({"bindir": str(spec.bindir)} if spec.bindir.is_dir() else {})},
-                "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
-                "profiles": {"file": str(PROFILES)},
-                "controller": {"interval_s": args.interval_s,
-                               "state_db": str(work / f"state-{reader}.db"),
-                               "audit_log": str(work / "audit.jsonl")}})
-            # A controller that has seen none of the jobs: every job is new to it.
-            first = measured(Controller(cfg, mode="observe").run_round, env)
-            ctl = Controller(cfg, mode="observe")
-            ctl.run_round()
-            few = []
-            for r in range(args.rounds):
-                change(cli, round(args.changed * (args.pending + args.running)), keys,
-                       script, 1000 + r * 101 + n * 37)
-                few.append(measured(ctl.run_round, env))
-            rounds[reader] = (first, few)
+        rounds = {reader: measure_reader(cli, spec, args, reader, n, work, script, keys)
+                  for n, reader in enumerate(args.reader.split(","))}
         squeue = measured(lambda: cli.run("squeue", [], timeout_s=300), env)
         squeue_json = measured(lambda: cli.run("squeue", ["--json"], timeout_s=300), env)
         states = count_states(cli)
@@ -228,6 +211,35 @@ def main() -> int:
         stop_all(cli)
         devcluster.down(spec)
     return 0
+
+
+def measure_reader(cli, spec, args, reader: str, n: int, work: Path, script: Path,
+                   keys: list[str]) -> tuple[dict, list[dict]]:
+    """One reader's rounds: the first of a controller that has seen none of the jobs, then
+    ``--rounds`` after ``--changed`` of the jobs changed."""
+    from synergy_slurm import devcluster
+    from synergy_slurm.config import config_from_dict
+    from synergy_slurm.controller.daemon import Controller
+
+    env = devcluster.env_for(spec)
+    cfg = config_from_dict({
+        "slurm": {"conf": str(spec.conf_path), "timeout_s": 300.0, "reader": reader,
+                  **({"bindir": str(spec.bindir)} if spec.bindir.is_dir() else {})},
+        "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
+        "profiles": {"file": str(PROFILES)},
+        "controller": {"interval_s": args.interval_s,
+                       "state_db": str(work / f"state-{reader}.db"),
+                       "audit_log": str(work / "audit.jsonl")}})
+    # A controller that has seen none of the jobs: every job is new to it.
+    first = measured(Controller(cfg, mode="observe").run_round, env)
+    ctl = Controller(cfg, mode="observe")
+    ctl.run_round()
+    few = []
+    for r in range(args.rounds):
+        change(cli, round(args.changed * (args.pending + args.running)), keys,
+               script, 1000 + r * 101 + n * 37)
+        few.append(measured(ctl.run_round, env))
+    return first, few
 
 
 def stop_all(cli) -> None:
