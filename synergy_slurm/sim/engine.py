@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core import (
@@ -252,33 +252,11 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
         allocations = list(plan_round([j.spec(caps) for j in active.values()], (), here,
                                       policy, allocator, _NO_REQUEUE, {}, now
                                       ).plan.allocations)
-        used_g = used_c = 0
-        used_m = 0.0
         running: set[int] = set()
         for alloc in allocations:
             job = active[alloc.job_id]
             running.add(alloc.job_id)
-            used_g += alloc.gpus
-            used_c += alloc.share.cpus * alloc.gpus
-            used_m += alloc.share.mem_gb * alloc.gpus
-            shape = (alloc.share, alloc.placement)
-            if shape != job.shape and job.start is not None:
-                # A restart (new shape, or resuming after a pause) costs; the first start
-                # does not (the paper's simulator charges nothing at all).
-                job.restarts += 1
-                job.restart_debt = config.restart_cost_s
-            paid = min(job.restart_debt, rnd)
-            job.restart_debt -= paid
-            avail = rnd - paid
-            job.shape = shape
-            job.alloc = alloc
-            if job.start is None:
-                job.start = now
-            eff = effective_iter_s(job, alloc, fair, config.reference_speedups,
-                                   cluster.servers)
-            job.done += math.floor(avail / eff) if avail > 0 else 0
-            job.attained_s += rnd
-            if job.done >= job.trace.iterations:
+            if _credit(job, alloc, now, config):
                 job.finish = now + rnd
                 del active[alloc.job_id]
                 if config.window and config.window[0] <= job.trace.job_id <= config.window[1]:
@@ -293,7 +271,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
             caps = {**config.caps, **{k: v.cap for k, v in judge(samples.values(),
                                                                   config.usage).items()
                                       if v.cap is not None}}
-        util.append((now, used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb))
+        util.append((now, *_used_share(allocations, total)))
         rounds += 1
         now += rnd
         if on_round is not None:
@@ -301,6 +279,42 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     results = [JobResult(j.trace.job_id, j.trace.model, j.trace.gpus, j.trace.arrival, j.start,
                          j.finish, j.restarts) for j in seen]
     return SimResult(config, results, rounds, now, time.perf_counter() - started, util)
+
+
+def _credit(job: _Job, alloc: Allocation, now: float, config: SimConfig) -> bool:
+    """A round of ``alloc`` credited to ``job``: the iterations it runs in the round, less
+    what a restart costs; whether the job is done."""
+    rnd = config.round_s
+    shape = (alloc.share, alloc.placement)
+    if shape != job.shape and job.start is not None:
+        # A restart (new shape, or resuming after a pause) costs; the first start
+        # does not (the paper's simulator charges nothing at all).
+        job.restarts += 1
+        job.restart_debt = config.restart_cost_s
+    paid = min(job.restart_debt, rnd)
+    job.restart_debt -= paid
+    avail = rnd - paid
+    job.shape = shape
+    job.alloc = alloc
+    if job.start is None:
+        job.start = now
+    eff = effective_iter_s(job, alloc, config.cluster.fair, config.reference_speedups,
+                           config.cluster.servers)
+    job.done += math.floor(avail / eff) if avail > 0 else 0
+    job.attained_s += rnd
+    return job.done >= job.trace.iterations
+
+
+def _used_share(allocations: Sequence[Allocation], total: Resources
+                ) -> tuple[float, float, float]:
+    """The share of the cluster's GPUs, cores and memory a round's allocations hold."""
+    used_g = used_c = 0
+    used_m = 0.0
+    for alloc in allocations:
+        used_g += alloc.gpus
+        used_c += alloc.share.cpus * alloc.gpus
+        used_m += alloc.share.mem_gb * alloc.gpus
+    return used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb
 
 
 def _scheduler(config: SimConfig) -> tuple[Policy, Allocator]:
