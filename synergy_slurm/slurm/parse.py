@@ -325,14 +325,19 @@ def gpu_request_fields(per_job: GpuAsk, per_node: GpuAsk, per_task: GpuAsk,
     }
 
 
-def _total_gpus(per_job: tuple[int, str | None] | None,
-                per_node: tuple[int, str | None] | None,
-                per_task: tuple[int, str | None] | None,
-                per_socket: tuple[int, str | None] | None, nodes: int,
-                num_tasks: int | None, alloc_gpus: list[int], state: str) -> int:
+def _total_gpus(per_job: GpuAsk, per_node: GpuAsk, per_task: GpuAsk, per_socket: GpuAsk,
+                nodes: int, num_tasks: int | None, alloc_gpus: list[int], state: str) -> int:
     """A job's GPUs: what it was given once it holds them, else what it asked for."""
     if sum(alloc_gpus) > 0 and state != "PENDING":
         return sum(alloc_gpus)
+    return requested_gpus(per_job, per_node, per_task, per_socket, nodes, num_tasks)
+
+
+def requested_gpus(per_job: GpuAsk, per_node: GpuAsk, per_task: GpuAsk, per_socket: GpuAsk,
+                   nodes: int, num_tasks: int | None) -> int:
+    """The GPUs a job asked for: per job, else per node times its nodes, else per task
+    times its tasks, else per socket (one socket: the request alone does not say how
+    many the job will span)."""
     if per_job:
         return per_job[0]
     if per_node:
@@ -340,7 +345,7 @@ def _total_gpus(per_job: tuple[int, str | None] | None,
     if per_task:
         return per_task[0] * (num_tasks or 1)
     if per_socket:
-        return sum(alloc_gpus) or per_socket[0]
+        return per_socket[0]
     return 0
 
 

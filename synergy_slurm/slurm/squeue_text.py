@@ -38,6 +38,7 @@ from .parse import (
     gpu_asks,
     gpu_request_fields,
     per_gpu_value,
+    requested_gpus,
 )
 from .release import Release
 from .units import duration_s, size_mb, tres_items
@@ -162,7 +163,8 @@ def text_job(rec: dict[str, str], release: Release) -> SlurmJob:
     num_nodes = _int(rec["nodes_n"], 1) or 1
     num_tasks = _int(rec["tasks"], 0) or None
     names = tuple(expand_hostlist(_opt(rec["nodes"])))
-    gpus = _request_gpus(*asked, max(num_nodes, len(names) or 1), num_tasks)
+    # Text shows no GPUs held per node: what the job asked for.
+    gpus = requested_gpus(*asked, max(num_nodes, len(names) or 1), num_tasks)
     tres = tres_items(_opt(rec["tres"]))
     cpus = _int(rec["cpus"], 0) or int(tres.get("cpu", "0") or 0)
     held_mb = int(size_mb(tres["mem"])) if tres.get("mem") else 0
@@ -192,23 +194,6 @@ def text_job(rec: dict[str, str], release: Release) -> SlurmJob:
         time_limit_s=_limit_s(rec["limit"]), eligible_time=_time(rec["eligible"]),
         reservation=_opt(rec["reservation"]), resizing=word == "RESIZING",
     )
-
-
-def _request_gpus(per_job: tuple[int, str | None] | None,
-                  per_node: tuple[int, str | None] | None,
-                  per_task: tuple[int, str | None] | None,
-                  per_socket: tuple[int, str | None] | None, nodes: int,
-                  num_tasks: int | None) -> int:
-    """A job's GPUs from its request (text shows no GPUs held per node)."""
-    if per_job:
-        return per_job[0]
-    if per_node:
-        return per_node[0] * nodes
-    if per_task:
-        return per_task[0] * (num_tasks or 1)
-    if per_socket:
-        return per_socket[0]
-    return 0
 
 
 def _memory(min_memory: str, asked_mb: int, mem_per_gpu: int | None, gpus: int,
