@@ -12,9 +12,13 @@ import click
 
 from ..config import MODES
 from ..controller.daemon import Controller, RoundResult
+from ..controller.replay import replay
 from ..controller.state import StateStore
 from ..controller.status import explain_job, select, status_lines
-from .errors import Failed
+from ..slurm import recording
+from ..slurm.commands import SlurmCLI, SlurmError
+from ..slurm.writer import Shape
+from .errors import Failed, writable_dir
 from .options import config_or_exit
 
 log = logging.getLogger(__name__)
@@ -65,22 +69,91 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     def show(res: RoundResult) -> None:
         if once and fmt == "json":
             click.echo(json.dumps([a.as_dict() for a in res.actions]))
-            return
-        click.echo(f"round {res.round_id} ({effective}): {res.managed} managed jobs, "
-                   f"{len(res.actions)} actions, {res.errors} errors, {res.duration_s:.2f} s")
-        for a in res.actions:
-            b = a.before and f"{a.before.cpus_per_gpu}c/{a.before.mem_per_gpu_mb}MB"
-            f = a.after and f"{a.after.cpus_per_gpu}c/{a.after.mem_per_gpu_mb}MB"
-            click.echo(f"  job {a.job_id} {a.kind}: {b} -> {f} ({a.reason}) "
-                       f"[{res.results.get(a.job_id, '')}]")
-        for e in res.profiling:
-            click.echo(f"  profile {e.key} (job {e.for_job}, {e.user}): {e.what} {e.detail}")
+        else:
+            _print_round(res, effective)
 
     rc = ctl.run(stop, once=once, on_round=show)
     if rc:
         if once and fmt == "json":
             click.echo(json.dumps({"error": ctl.last_error}))
         raise Failed(f"the round failed: {ctl.last_error}")
+
+
+def _print_round(res: RoundResult, mode: str) -> None:
+    click.echo(f"round {res.round_id} ({mode}): {res.managed} managed jobs, "
+               f"{len(res.actions)} actions, {res.errors} errors, {res.duration_s:.2f} s")
+    for a in res.actions:
+        b = a.before and f"{a.before.cpus_per_gpu}c/{a.before.mem_per_gpu_mb}MB"
+        f = a.after and f"{a.after.cpus_per_gpu}c/{a.after.mem_per_gpu_mb}MB"
+        outcome = "" if mode == "replay" else f" [{res.results.get(a.job_id, '')}]"
+        click.echo(f"  job {a.job_id} {a.kind}: {b} -> {f} ({a.reason}){outcome}")
+    for e in res.profiling:
+        click.echo(f"  profile {e.key} (job {e.for_job}, {e.user}): {e.what} {e.detail}")
+
+
+@controller.command("snapshot")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="synergy.toml (default /etc/slurm/synergy.toml): which Slurm to read.")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def snapshot_cmd(config_path, directory: Path) -> None:
+    """Save what the controller reads from Slurm into DIRECTORY, as Slurm prints it
+    (squeue --json, the nodes' JSON, scontrol show partition -o, the release, PrologFlags
+    and, with accounting, the QOS and association limits), to replay it later or
+    elsewhere with `synergy controller replay DIRECTORY`, or to attach it to a report.
+
+    Only reads Slurm. The files hold every live job's name, user, comment and working
+    directory: share them as you would squeue's output.
+    """
+    cfg = config_or_exit(config_path)
+    writable_dir(directory, "DIRECTORY")      # before Slurm is read
+    try:
+        written = recording.save(SlurmCLI.for_config(cfg.slurm), directory)
+    except SlurmError as exc:
+        raise Failed(f"cannot read Slurm: {exc}") from None
+    except OSError as exc:
+        raise Failed(f"cannot write {directory}: {exc}") from None
+    for path in written:
+        click.echo(f"wrote {path}")
+
+
+@controller.command("replay")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="synergy.toml (default /etc/slurm/synergy.toml): the policy, allocator, "
+              "profiles and partitions to plan with.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def replay_cmd(config_path, fmt, directory: Path) -> None:
+    """Plan one round on a snapshot (`synergy controller snapshot DIRECTORY`) instead of
+    the live Slurm, and print what the controller would do there and each change it would
+    ask Slurm for, at the time the snapshot was taken.
+
+    Changes nothing and asks Slurm nothing: the round runs against a recording stand-in
+    for Slurm, its state, audit log and hook table go to a temporary directory that is
+    removed, and no profiling job is submitted. Try a new policy, allocator or profile on
+    your own queue before you enforce it, or see what the controller made of a round you
+    saved.
+
+    \b
+      synergy controller snapshot /tmp/snap
+      synergy controller replay /tmp/snap --config new-synergy.toml
+    """
+    cfg = config_or_exit(config_path)
+    saved = recording.load(directory)
+    run = replay(cfg, saved.reader, saved.taken_at)
+    if fmt == "json":
+        click.echo(json.dumps({"actions": [a.as_dict() for a in run.result.actions],
+                               "slurm_changes": [_change(c) for c in run.calls],
+                               "errors": run.result.errors}))
+        return
+    _print_round(run.result, "replay")
+    for call in run.calls:
+        click.echo(f"  would ask Slurm: {_change(call)}")
+
+
+def _change(call: tuple) -> str:
+    """A recorded writer call in words: ``reshape 5 12c/125000MB``."""
+    return " ".join(f"{a.cpus_per_gpu}c/{a.mem_per_gpu_mb}MB" if isinstance(a, Shape)
+                    else str(a) for a in call)
 
 
 @click.command("status")

@@ -54,10 +54,18 @@ class SlurmReader:
                                          "PrologFlags")
 
     def snapshot(self) -> Snapshot:
+        return build_snapshot(self.jobs_raw(), self._nodes_raw(), self._partitions_raw())
+
+    def raw(self) -> dict[str, str]:
+        """Slurm's own output for one snapshot: ``squeue --json``, the nodes' JSON and
+        ``scontrol show partition -o`` (what :mod:`.recording` saves)."""
+        return {"jobs": self.jobs_raw(), "nodes": self._nodes_raw(),
+                "partitions": self._partitions_raw()}
+
+    def jobs_raw(self) -> str:
         rel = self.release
         states = ["-t", ",".join(sorted(LIVE_STATES))] if rel.json_filters else []
-        jobs_raw = self.cli.run("squeue", ["--json", *states])
-        return build_snapshot(jobs_raw, self._nodes_raw(), self._partitions_raw())
+        return self.cli.run("squeue", ["--json", *states])
 
     def _nodes_raw(self) -> str:
         if self.release.scontrol_json:
@@ -73,11 +81,7 @@ class SlurmReader:
         after one succeeded (slurmdbd restarting, a timeout), the last limits read are used
         again, so a hiccup never lets a plan past a limit."""
         try:
-            qos_raw = self.cli.run("sacctmgr", ["-n", "-P", "show", "qos",
-                                                f"format={QOS_FORMAT}"], timeout_s=LIMITS_TIMEOUT_S)
-            assoc_raw = self.cli.run("sacctmgr", ["-n", "-P", "show", "assoc",
-                                                  f"format={ASSOC_FORMAT}"],
-                                     timeout_s=LIMITS_TIMEOUT_S)
+            qos_raw, assoc_raw = self.limits_raw()
         except SlurmError as exc:
             if self._last_limits is not None:
                 log.warning("could not read the accounting limits (%s): using the last read",
@@ -87,12 +91,17 @@ class SlurmReader:
                 log.info("no accounting limits read (%s): only partition limits apply", exc)
                 self._no_accounting_logged = True
             return None
-        qos, qs = parse_qos(qos_raw)
-        assocs, as_ = parse_assocs(assoc_raw)
-        for s in (*qs, *as_):
-            log.warning("skipped %s: %s", s.what, s.reason)
-        self._last_limits = SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
+        self._last_limits = site_limits(qos_raw, assoc_raw)
         return self._last_limits
+
+    def limits_raw(self) -> tuple[str, str]:
+        """``sacctmgr show qos`` and ``show assoc`` of the fields :mod:`.limits` reads
+        (SlurmError without accounting)."""
+        qos = self.cli.run("sacctmgr", ["-n", "-P", "show", "qos", f"format={QOS_FORMAT}"],
+                           timeout_s=LIMITS_TIMEOUT_S)
+        assoc = self.cli.run("sacctmgr", ["-n", "-P", "show", "assoc",
+                                          f"format={ASSOC_FORMAT}"], timeout_s=LIMITS_TIMEOUT_S)
+        return qos, assoc
 
     def usage(self, jobs: Sequence[SlurmJob]) -> dict[int, JobUse]:
         """What these running jobs used so far, by job id (``sstat``, one call for all;
@@ -122,6 +131,16 @@ class SlurmReader:
             out.update({names[n]: u for n, u in got.items() if n in names})
         return out
 
+
+
+def site_limits(qos_raw: str, assoc_raw: str) -> SiteLimits:
+    """The limits of ``sacctmgr show qos`` and ``show assoc`` output; records that cannot
+    be read are skipped with a logged reason."""
+    qos, qs = parse_qos(qos_raw)
+    assocs, as_ = parse_assocs(assoc_raw)
+    for s in (*qs, *as_):
+        log.warning("skipped %s: %s", s.what, s.reason)
+    return SiteLimits(tuple(qos), tuple(assocs), (*qs, *as_))
 
 
 def build_snapshot(jobs_raw: str | Mapping[str, Any], nodes_raw: str | Mapping[str, Any],
