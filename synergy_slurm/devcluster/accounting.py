@@ -65,15 +65,21 @@ def start_database(spec: DevClusterSpec, programs: dict[str, str], timeout_s: fl
     (random per start, written only into slurmdbd.conf, mode 0600)."""
     db = Database(spec)
     data = db.dir / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    # Its own temporary directory: a MariaDB starting up deletes every "#sql*" file in
+    # its tmpdir, so beside another cluster's (tests run passes side by side) a shared
+    # /tmp lost the other's temporary tables mid-install.
+    tmp = db.dir / "tmp"
+    for path in (data, tmp):
+        path.mkdir(parents=True, exist_ok=True)
     user = "mysql" if _has_user("mysql") else "root"
     pw = pwd.getpwnam(user)
-    for path in (db.dir, data):
+    for path in (db.dir, data, tmp):
         os.chown(path, pw.pw_uid, pw.pw_gid)
     _run([programs["mariadb-install-db"], "--no-defaults", f"--user={user}",
-          f"--datadir={data}", "--auth-root-authentication-method=socket", "--skip-test-db"],
-         timeout=120)
+          f"--datadir={data}", f"--tmpdir={tmp}", "--auth-root-authentication-method=socket",
+          "--skip-test-db"], timeout=120)
     cmd = [programs["mariadbd"], "--no-defaults", f"--user={user}", f"--datadir={data}",
+           f"--tmpdir={tmp}",
            f"--socket={db.socket}", f"--port={spec.db_port}", "--bind-address=127.0.0.1",
            f"--pid-file={db.pid_file}", f"--log-error={db.log_file}", "--skip-name-resolve",
            # What slurmdbd asks for (it warns otherwise).
