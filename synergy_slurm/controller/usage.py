@@ -162,7 +162,9 @@ def verdicts(state: StateStore, rule: UsageRule) -> dict[tuple[str, str], KeyVer
 
 def record(state: StateStore, found: Mapping[tuple[str, str], KeyVerdict], now: float
            ) -> list[KeyVerdict]:
-    """Store the marks; returns the new ones (an existing mark's cap follows new use)."""
+    """Store the marks by the closed loop's one rule (``core.usage.marks_after``, which
+    the simulator keeps too: a mark stays until an admin clears it, its cap follows the
+    latest capping verdict); returns the new ones."""
     known = {(s["key"], s["user"]): s for s in state.suspects()}
     new = []
     for (key, user), v in found.items():

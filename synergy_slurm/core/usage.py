@@ -14,7 +14,7 @@ controller and the simulator both judge with :func:`judge`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .profile import Profile
@@ -110,6 +110,20 @@ def judge(samples: Iterable[UsageSample], rule: UsageRule
         suspect = cap_cpus < UNLIMITED.cpus or cap_mem < UNLIMITED.mem_gb
         out[key, user] = KeyVerdict(key, user, len(jobs), cpu_use, mem_use,
                                     PerGpu(cap_cpus, cap_mem) if suspect else None)
+    return out
+
+
+def marks_after(marked: Mapping[tuple[str, str], PerGpu],
+                found: Mapping[tuple[str, str], KeyVerdict]) -> dict[tuple[str, str], PerGpu]:
+    """The closed loop's marks after a round's verdicts, the one rule every driver keeps:
+    a (key, user) is marked once a verdict caps it, and stays marked, capped as its latest
+    capping verdict says, until an admin clears it (``synergy profile suspects --clear``;
+    a replay never clears). A verdict without a cap leaves a mark as it is: jobs held to the cap
+    cannot show that they would use more."""
+    out = dict(marked)
+    for key, verdict in found.items():
+        if verdict.cap is not None:
+            out[key] = verdict.cap
     return out
 
 

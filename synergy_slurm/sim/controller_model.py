@@ -48,7 +48,7 @@ from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
 from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools, type_order
-from ..core.usage import UsageSample, busy_share, judge
+from ..core.usage import UsageSample, busy_share, judge, marks_after
 from .trace import TraceJob
 
 # A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
@@ -184,6 +184,7 @@ class _Model:
         self._movable: set[int] = set()
         self.samples: dict[int, UsageSample] = {}
         self.caps: dict[tuple[str, str], PerGpu] = dict(config.caps)
+        self.marks: dict[tuple[str, str], PerGpu] = {}    # the closed loop's, kept
         self.util: list[tuple[float, float, float, float]] = []
 
     # -- the loop ----------------------------------------------------------------------
@@ -580,10 +581,8 @@ class _Model:
                 run.trace.job_id, run.trace.model, run.trace.user, run.alloc.share, run.fair,
                 float(busy.cpus), busy.mem_gb, t - run.start)
         assert self.cfg.usage is not None
-        self.caps = {**self.cfg.caps,
-                     **{k: v.cap for k, v in judge(self.samples.values(),
-                                                   self.cfg.usage).items()
-                        if v.cap is not None}}
+        self.marks = marks_after(self.marks, judge(self.samples.values(), self.cfg.usage))
+        self.caps = {**self.cfg.caps, **self.marks}
 
     def _record(self, t: float) -> None:
         used = self.used_total

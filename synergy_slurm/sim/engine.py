@@ -41,7 +41,7 @@ from ..core.allocators.tune_ref import reference_speedup
 from ..core.backfill import BF_MAX_JOB_TEST
 from ..core.plan import How
 from ..core.pools import Pool
-from ..core.usage import UsageRule, UsageSample, busy_share, judge
+from ..core.usage import UsageRule, UsageSample, busy_share, judge, marks_after
 from .controller_model import simulate_controller
 from .trace import TraceJob
 
@@ -240,6 +240,7 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
     background = _Background(cluster, config.background) if config.background else None
     samples: dict[int, UsageSample] = {}
     caps: dict[tuple[str, str], PerGpu] = dict(config.caps)
+    marks: dict[tuple[str, str], PerGpu] = {}     # the closed loop's, kept (marks_after)
     while rounds < max_rounds:
         upcoming = _arrive(upcoming, arrivals, now, profiles, fair, active, seen)
         if window_left == 0 or (not active and upcoming is None):
@@ -268,9 +269,8 @@ def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
                 job.alloc = None
         if config.usage is not None:
             _watch(allocations, {j.trace.job_id: j for j in seen}, fair, now + rnd, samples)
-            caps = {**config.caps, **{k: v.cap for k, v in judge(samples.values(),
-                                                                  config.usage).items()
-                                      if v.cap is not None}}
+            marks = marks_after(marks, judge(samples.values(), config.usage))
+            caps = {**config.caps, **marks}
         util.append((now, *_used_share(allocations, total)))
         rounds += 1
         now += rnd

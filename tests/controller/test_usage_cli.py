@@ -70,3 +70,32 @@ def test_an_admin_confirms_or_clears_a_mark(tmp_path):
     assert state.suspects() == [] and state.usage() == []
     res = run("profile", "suspects", "--config", str(cfg))
     assert "no suspect profile keys" in res.output
+
+
+def test_the_controller_and_the_simulator_keep_marks_by_one_rule(tmp_path):
+    """A sequence of rounds' verdicts: eve's alexnet capped, then judged with no cap (its
+    jobs, held to the cap, cannot show more use), then capped higher. The controller's
+    stored marks (usage.record) and the simulator's (core.usage.marks_after) agree each
+    round: the mark stays, its cap follows the latest capping verdict."""
+    from synergy_slurm.controller.usage import record, suspect_caps
+    from synergy_slurm.core import PerGpu
+    from synergy_slurm.core.usage import UsageRule, UsageSample, judge, marks_after
+
+    rule = UsageRule(threshold=0.3, min_jobs=1, min_observed_s=60, headroom=1.25)
+    fair, big = PerGpu(3, 62.5), PerGpu(12, 125.0)
+
+    def verdicts(job_id, used, peak, granted):
+        return judge([UsageSample(job_id, "alexnet", "eve", granted, fair, used, peak,
+                                  600.0)], rule)
+
+    rounds = [verdicts(1, 0.5, 20.0, big),              # used little: capped at 3 / 62.5
+              verdicts(2, 3.0, 60.0, fair),             # at the cap: no evidence, no cap
+              verdicts(3, 2.0, 30.0, PerGpu(8, 100.0))]  # a later grant used a little more
+    assert rounds[0]["alexnet", "eve"].cap is not None
+    assert rounds[1]["alexnet", "eve"].cap is None
+    state, marked = StateStore(":memory:"), {}
+    for n, found in enumerate(rounds):
+        record(state, found, 1.8e9 + n)
+        marked = marks_after(marked, found)
+        assert suspect_caps(state) == marked, n
+    assert marked["alexnet", "eve"] == rounds[2]["alexnet", "eve"].cap
