@@ -72,24 +72,24 @@ def load(where: Path) -> Saved:
     if missing:
         raise SnapshotError(f"{where}: no {', '.join(missing)} (a snapshot is what "
                             "'synergy controller snapshot DIR' writes)")
+    texts = {name: _text(where / name) for name in (*NEEDED, CONFIG, QOS, ASSOC, TAKEN)
+             if name in NEEDED or (where / name).is_file()}
     try:
-        release = Release.parse(_text(where / VERSION))
+        release = Release.parse(texts[VERSION])
     except ValueError as exc:
         raise SnapshotError(f"{where / VERSION}: {exc}") from None
     try:
-        snap = build_snapshot(_text(where / JOBS), _text(where / NODES),
-                              _text(where / PARTITIONS))
+        snap = build_snapshot(texts[JOBS], texts[NODES], texts[PARTITIONS])
     except (SlurmError, ValueError) as exc:
         raise SnapshotError(f"{where}: {exc}") from None
-    contains = (where / CONFIG).is_file() and \
-        "Contain" in config_flags(_text(where / CONFIG), "PrologFlags")
+    contains = "Contain" in config_flags(texts.get(CONFIG, ""), "PrologFlags")
     limits = None
-    if (where / QOS).is_file() and (where / ASSOC).is_file():
-        limits = site_limits(_text(where / QOS), _text(where / ASSOC))
+    if QOS in texts and ASSOC in texts:
+        limits = site_limits(texts[QOS], texts[ASSOC])
     taken = None
-    if (where / TAKEN).is_file():
+    if TAKEN in texts:
         try:
-            taken = float(_text(where / TAKEN))
+            taken = float(texts[TAKEN])
         except ValueError:
             raise SnapshotError(f"{where / TAKEN}: not a time in epoch seconds") from None
     return Saved(FakeReader(snap, limits, release=str(release), contains=contains), taken)
