@@ -6,8 +6,8 @@ the key, so a typo never silently changes behaviour.
     [slurm]
     conf = "/etc/slurm/slurm.conf"      # SLURM_CONF for the commands we run
     timeout_s = 30
-    reader = "auto"                     # auto | text | json | pyslurm (pyslurm only when
-                                        # built for the running Slurm's release)
+    reader = "auto"                     # auto (text) | text | json | pyslurm (pyslurm
+                                        # only when built for the running Slurm's release)
 
     [hook]
     dir = "/etc/slurm"                  # where job_submit.lua and synergy.lua live
@@ -120,7 +120,7 @@ class SlurmSection(_Checked):
     bindir: str = ""
     # How jobs and nodes are read: "text" (squeue -O's text for the jobs, every release),
     # "json" (squeue --json), "pyslurm" (pyslurm, which must be built for the running
-    # release), "auto" (pyslurm where that holds, else text; logged).
+    # release), "auto" (text: measured the fastest; admin guide §12).
     reader: str = "auto"
 
     def problems(self) -> list[str]:

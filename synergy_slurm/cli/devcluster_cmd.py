@@ -189,7 +189,7 @@ def venv_cmd(release: str, source: Path, cache: Path) -> None:
     root and Debian's package registry (the build tools go into the root).
 
     Then ``synergy dev-cluster exec`` runs synergy there, beside the cluster's Slurm,
-    where ``[slurm] reader = "auto"`` picks pyslurm. Prints the venv's path in the root.
+    where ``[slurm] reader = "pyslurm"`` can read it. Prints the venv's path in the root.
     """
     _need_root("build a venv inside a root")
     try:

@@ -170,10 +170,9 @@ spool = "{tmp_path}/spool"
         cancel_all(cli)
 
 
-def test_the_text_reader_is_chosen_where_pyslurm_is_not_for_this_release(slurm_cluster,
-                                                                         caplog):
-    """The other side of the rule, for real, on every release: the host's Python has no
-    pyslurm, so a controller here reads squeue's text and says why."""
+def test_auto_reads_squeues_text_on_every_release(slurm_cluster, caplog):
+    """The default reader, for real, on every release: ``auto`` reads squeue's text and
+    says so (pyslurm only when asked for)."""
     import logging
 
     from synergy_slurm.slurm.reader import TextReader, make_reader
@@ -182,5 +181,5 @@ def test_the_text_reader_is_chosen_where_pyslurm_is_not_for_this_release(slurm_c
     cli = devcluster.slurm_cli(slurm_cluster)
     reader = make_reader(cli, "auto")
     assert type(reader) is TextReader
-    assert "reading Slurm's jobs as squeue's text: pyslurm is not importable" in caplog.text
+    assert "reading Slurm's jobs as squeue's text" in caplog.text
     assert reader.snapshot().nodes

@@ -25,9 +25,9 @@ def as_dict(snap) -> dict:
 
 def main() -> int:
     cli = SlurmCLI(os.environ["SLURM_CONF"], 30.0)
-    auto = make_reader(cli, "auto")
+    auto = make_reader(cli, "pyslurm")
     if not isinstance(auto, PyslurmReader):
-        print("auto did not choose pyslurm", file=sys.stderr)
+        print("reader = pyslurm did not give pyslurm's reader", file=sys.stderr)
         return 3
     json_reader = SlurmReader(cli)
     for _ in range(5):
