@@ -30,8 +30,11 @@ first reader's, ``readers`` has each one's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -257,8 +260,9 @@ def stop_all(cli) -> None:
         sleeps = subprocess.run(["pgrep", "-x", "-f", f"sleep {SLEEP_TAG}"],
                                 capture_output=True, text=True).stdout.split()
         for i in range(0, len(sleeps), STOP_BATCH):
-            subprocess.run(["kill", *sleeps[i:i + STOP_BATCH]], check=False,
-                           stderr=subprocess.DEVNULL)
+            for pid in sleeps[i:i + STOP_BATCH]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGTERM)
             left = len(sleeps) - i - STOP_BATCH
             deadline = time.monotonic() + 120
             while count_states(cli).get("RUNNING", 0) > max(0, left) and \

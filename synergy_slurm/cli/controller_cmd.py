@@ -79,13 +79,15 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
         raise Failed(f"the round failed: {ctl.last_error}")
 
 
-def _print_round(res: RoundResult, mode: str) -> None:
+def _print_round(res: RoundResult, mode: str, outcomes: bool = True) -> None:
+    """A round in lines; ``outcomes``: each action's result (a replay's are all "done" by
+    its recording writer, so it leaves them out)."""
     click.echo(f"round {res.round_id} ({mode}): {res.managed} managed jobs, "
                f"{len(res.actions)} actions, {res.errors} errors, {res.duration_s:.2f} s")
     for a in res.actions:
         b = a.before and f"{a.before.cpus_per_gpu}c/{a.before.mem_per_gpu_mb}MB"
         f = a.after and f"{a.after.cpus_per_gpu}c/{a.after.mem_per_gpu_mb}MB"
-        outcome = "" if mode == "replay" else f" [{res.results.get(a.job_id, '')}]"
+        outcome = f" [{res.results.get(a.job_id, '')}]" if outcomes else ""
         click.echo(f"  job {a.job_id} {a.kind}: {b} -> {f} ({a.reason}){outcome}")
     for e in res.profiling:
         click.echo(f"  profile {e.key} (job {e.for_job}, {e.user}): {e.what} {e.detail}")
@@ -145,7 +147,7 @@ def replay_cmd(config_path, fmt, directory: Path) -> None:
                                "slurm_changes": [_change(c) for c in run.calls],
                                "errors": run.result.errors}))
         return
-    _print_round(run.result, "replay")
+    _print_round(run.result, "replay", outcomes=False)
     for call in run.calls:
         click.echo(f"  would ask Slurm: {_change(call)}")
 

@@ -48,8 +48,12 @@ def save(cli: SlurmCLI, where: Path) -> list[Path]:
     """Read the cluster once and write what Slurm printed into ``where`` (made if
     missing); returns the files written. Without accounting the limits are left out
     (logged): a replay then plans with partition limits only, as the controller would."""
-    reader = SlurmReader(cli)
-    outputs = {TAKEN: f"{time.time():.0f}\n", VERSION: cli.run("scontrol", ["--version"])}
+    version = cli.run("scontrol", ["--version"])
+    try:
+        reader = SlurmReader(cli, Release.parse(version))   # the release, read once
+    except ValueError as exc:
+        raise SlurmError(f"cannot tell the Slurm release: {exc}") from None
+    outputs = {TAKEN: f"{time.time():.0f}\n", VERSION: version}
     raw = reader.raw()
     outputs.update({JOBS: raw["jobs"], NODES: raw["nodes"], PARTITIONS: raw["partitions"],
                     CONFIG: cli.run("scontrol", ["show", "config"])})
