@@ -75,7 +75,10 @@ def current_shape(job: SlurmJob, fair: PerGpu) -> Shape:
 
 
 def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
-                      can_lower: bool = False) -> list[Action]:
+                      can_lower: bool = False, unknown: frozenset[int] = frozenset()
+                      ) -> list[Action]:
+    """The actions that bring ``jobs`` to ``plan``. A job in ``unknown`` (no profile) keeps
+    the shape it has (``decide.Change.RELEASE``): released when planned, never reshaped."""
     planned = plan.by_job()
     out: list[Action] = []
     for job in jobs:
@@ -83,8 +86,9 @@ def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
         if alloc is None:
             continue
         before = current_shape(job, fair)
-        after = to_shape(alloc.share)
-        why = f"{alloc.how} share, speedup {alloc.speedup:.2f}x"
+        after = before if job.job_id in unknown else to_shape(alloc.share)
+        why = ("profile unknown: released with the shape it has" if job.job_id in unknown
+               else f"{alloc.how} share, speedup {alloc.speedup:.2f}x")
         if job.held_by_synergy:
             if after != before or job.cpus_per_gpu is None:
                 out.append(Action(job.job_id, SHAPE_RELEASE, before, after, why, job.user))

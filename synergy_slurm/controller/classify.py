@@ -18,14 +18,13 @@ from dataclasses import dataclass, replace
 
 from ..config import Config
 from ..core import JobSpec, Profile, pick_profile
+from ..decide import JobFacts, what_synergy_changes
 from ..slurm.model import SlurmJob
 from ..vocabulary import (
     KEY_RE,
-    OPT_OUT_TOKEN,
     REQUEUE_OK_TOKEN,
     comment_profile_key,
     has_token,
-    not_reshaped,
 )
 
 DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
@@ -61,18 +60,17 @@ def requeue_ok(job: SlurmJob) -> bool:
 
 
 def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdict:
-    if not job.has_gpus:
-        return Verdict(False, "no GPUs")
-    partition = job.home_partition
-    if partition not in cfg.hook.partitions:
-        return Verdict(False, f"partition {partition or '?'} not managed")
-    if job.user in optout_users:
-        return Verdict(False, "user opted out")
-    if has_token(job.comment, OPT_OUT_TOKEN):
-        return Verdict(False, "job opted out")
-    refused = not_reshaped(job.gpu_request)
-    if refused:
-        return Verdict(False, refused)
+    """Whether synergy manages the job: the one rule the hook and whatif share
+    (``decide.what_synergy_changes``); its profile does not matter here (an unknown one is
+    managed too: released with the shape it has)."""
+    d = what_synergy_changes(JobFacts(
+        job.gpus if job.has_gpus else 0, job.gpu_request,
+        managed_partition=job.home_partition in cfg.hook.partitions,
+        user_opted_out=job.user in optout_users, comment=job.comment))
+    if d.reason == "partition not managed":
+        return Verdict(False, f"partition {job.home_partition or '?'} not managed")
+    if not d.managed:
+        return Verdict(False, d.reason.removeprefix("not reshaped: "))
     return Verdict(True, "managed")
 
 

@@ -331,11 +331,13 @@ class Controller:
                           if j.array_job_id is not None and not j.pending)
         inputs: list[PoolJobs] = []
         jobs_of: list[list[SlurmJob]] = []
+        specs_of: dict[int, JobSpec] = {}
         for pool, gpu_type, mine in groups:
             fair = pool.of_type(gpu_type).fair
             types = pool.types(gpu_type)
             specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
                      for j in mine}
+            specs_of.update(specs)
             running = [j for j in mine if j.running]
             pool_gpus = sum(sv.capacity.gpus for sv in pool.of_type(gpu_type).servers)
             inputs.append(PoolJobs(
@@ -354,7 +356,9 @@ class Controller:
             running_by_id = {j.job_id: j for j in mine if j.running}
             pending = [j for j in mine if runnable(j, can_lower)]
             actions += shrink_actions(pp.round.shrinks, running_by_id, fair)
-            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower)
+            unknown = frozenset(j.job_id for j in pending
+                                if specs_of[j.job_id].profile is None)
+            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower, unknown)
             if not can_lower:
                 actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
                                    f"waits on {j.reason} with the shape synergy gave it; "

@@ -49,6 +49,7 @@ from ..core.demand import ideal_demand
 from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools, type_order
 from ..core.usage import UsageSample, busy_share, judge, marks_after
+from ..decide import Change
 from .trace import TraceJob
 
 # A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
@@ -359,15 +360,19 @@ class _Model:
         return self._fits_empty[key]
 
     def _hook(self, run: _Run, servers) -> None:
-        """The job_submit hook: a known profile gets its ideal share (capped at a node);
-        held (``hold_known``) unless the release honours lowering; an unknown one keeps
-        its partition's default, held (``hold_unknown``) until the controller shapes it."""
-        if run.profile is not None:
+        """The job_submit hook, by the one rule (``decide``): a job synergy leaves keeps
+        the share it asked for and is never held; a known profile gets its ideal share
+        (capped at a node), held (``hold_known``) unless the release honours lowering; an
+        unknown one keeps the share it has, held (``hold_unknown``) until the controller
+        releases it."""
+        change = _change(run)
+        if change is Change.LEAVE:
+            run.held = False
+        elif change is Change.RESHAPE:
             spec = self._spec(run, 0.0)
             run.share = ideal_demand(spec, run.fair, tuple(servers)).share
             run.held = self.cfg.hold_known and not self.cfg.lowers_pending
         else:
-            run.share = run.fair
             run.held = self.cfg.hold_unknown
 
     def _start(self, starts, t: float) -> None:
@@ -489,7 +494,7 @@ class _Model:
         pending: dict[tuple[str, str | None], list[_Run]] = {}
         running: dict[tuple[str, str | None], list[_Run]] = {}
         for r in self.waiting.values():
-            if r.held or r.trace.job_id in self.visible:
+            if (r.held or r.trace.job_id in self.visible) and _change(r) is not Change.LEAVE:
                 pending.setdefault((r.pool.partition, r.trace.gpu_type or None), []).append(r)
         if self.rule.budget or self.cfg.shrink_memory:
             for r in self.running.values():
@@ -526,7 +531,10 @@ class _Model:
 
     def _reshape(self, run: _Run, share: PerGpu, t: float) -> None:
         """A planned pending job: a held one gets its share and is released; a visible
-        one is raised, and lowered only where Slurm honours it."""
+        one is raised, and lowered only where Slurm honours it. A job whose profile is
+        unknown keeps the share it has (``decide.Change.RELEASE``)."""
+        if _change(run) is Change.RELEASE:
+            share = run.share
         if run.held:
             run.share, run.held = share, False
             run.eligible_at = t + self.cfg.release_delay_s
@@ -593,6 +601,14 @@ class _Model:
 
 
 _NOTHING = Resources()
+
+
+def _change(run: _Run) -> Change:
+    """What synergy changes about the job: the history's decision where it has one, else
+    by its profile (``decide.what_synergy_changes`` with a known or unknown profile)."""
+    if run.trace.change:
+        return Change(run.trace.change)
+    return Change.RESHAPE if run.profile is not None else Change.RELEASE
 
 
 def _add(used: dict[str, Resources], server: str, res: Resources, sign: int) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..vocabulary import not_reshaped
+from ..vocabulary import GpuRequest, not_reshaped
 from .commands import SlurmCLI, SlurmError
 from .model import Skipped
 from .parse import ParseError, accounting_state, expand_hostlist, num, obj, text
@@ -76,6 +76,9 @@ class HistoryJob:
     # reservation, --gpus-per-task, ...: vocabulary.not_reshaped), as far as its record
     # tells (slurm/submit_line.py); "" when it would reshape it.
     unshaped: str = ""
+    # How it asked for its GPUs, as far as its record tells (None: a record without the
+    # submit line or with no GPUs; taken as the common --gres/--gpus-per-node form).
+    request: GpuRequest | None = None
 
     @property
     def started(self) -> bool:
@@ -186,9 +189,10 @@ def _with_shape(job: HistoryJob, submit_line: str, het: bool, reservation: bool
                 ) -> HistoryJob:
     if job.gpus <= 0:
         return job
-    why = not_reshaped(request(submit_line, job.gpus, max(1, len(job.nodes)), het,
-                               reservation))
-    return replace(job, unshaped=why) if why else job
+    if not (submit_line or het or reservation):
+        return job
+    req = request(submit_line, job.gpus, max(1, len(job.nodes)), het, reservation)
+    return replace(job, unshaped=not_reshaped(req) or "", request=req)
 
 
 def _priority(value: Any) -> int:
