@@ -199,6 +199,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                         "default_time_limit_min": default_time_limit or "unlimited"})
     doc.update(report.usage_section(history, rp, used, profiles, cluster.fair))
     doc.update(report.forecast_section(outcome, rp, built, mix))
+    doc.update(report.first_screen(doc, rp, cluster, release is not None))
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
         for path in report.write_html(doc, outcome, report_dir / "report.html", used):

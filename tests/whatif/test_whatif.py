@@ -165,7 +165,8 @@ def test_whatif_on_a_recorded_export(kind, tmp_path):
                "--round-seconds", "1")
     out = text.output
     assert text.exit_code == 0
-    assert out.index("What happened") < out.index("Fidelity") < out.index("mean JCT (h)")
+    assert out.index("Expected with synergy") < out.index("How far to trust it") \
+        < out.index("Next:") < out.index("mean JCT (h)")
 
 
 def test_the_progress_bar_path_replays_alike():
@@ -265,19 +266,24 @@ def test_partitions_and_gpu_types_are_replayed_apart(paper_profiles, tmp_path):
     assert flat["overall"]["plain"]["makespan_h"] == pytest.approx(1.0, abs=0.01)
 
 
-def test_the_report_leads_with_what_happened_and_the_cost_by_size(paper_profiles, tmp_path):
+def test_the_report_leads_with_the_forecast_and_the_cost_by_size(paper_profiles, tmp_path):
+    """Where synergy did not run, the headline is the forecast (replay against replay,
+    never what happened against a replay, which carries the replay's error): it and
+    ``forecast`` agree. Where synergy ran, what happened against the plain replay."""
     hist = [hjob(i, start=60.0 * i, end=60.0 * i + 3600, gpus=g, cpus=3 * g,
                  mem=62_500.0 * g, comment="synergy:profile=alexnet", nodes=("s0",))
             for i, g in enumerate((1, 2, 4, 8), 1)]
     doc = _whatif_history(tmp_path, hist, "--servers", "2")
-    assert doc["ran"] == "plain" and doc["headline"]["before"] == "actual"
-    assert doc["headline"]["after"] == "synergy" and doc["headline"]["jct_mean"] > 1
+    assert doc["ran"] == "plain" and doc["headline"]["kind"] == "forecast"
+    assert doc["headline"]["jct_mean"] == doc["forecast"]["expected"] > 1
+    assert doc["headline"]["guaranteed"] == doc["forecast"]["guaranteed"]
     assert list(doc["by_size"]) == ["1 GPU", "2 GPUs", "3-4 GPUs", "5-8 GPUs"]
     # A window where synergy ran is measured the other way round.
     tagged = [replace(j, admin_comment="synergy.managed=1") for j in hist]
     doc = _whatif_history(tmp_path, tagged, "--servers", "2")
     assert doc["ran"] == "synergy" and doc["fidelity"]["of"] == "synergy"
-    assert doc["headline"]["before"] == "plain" and doc["headline"]["after"] == "actual"
+    assert doc["headline"]["kind"] == "measured"
+    assert doc["headline"]["jct_mean"] == doc["measured"]["jct_mean"]
 
 
 def test_the_release_decides_what_the_hook_holds(tmp_path):
