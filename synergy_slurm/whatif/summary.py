@@ -70,13 +70,13 @@ def headline_text(h: Mapping) -> list[str]:
     """The first lines a reader sees."""
     x = h["jct_mean"]
     if h["kind"] == "measured":
-        return [f"Synergy ran in this window: mean JCT {ratio_words(x)} than the replay "
-                f"without it, for these {h['jobs']} GPU jobs (measured: what happened, from "
+        return [f"Synergy ran in this window: against the replay without it, {_jct_words(x)}"
+                f", for these {h['jobs']} GPU jobs (measured: what happened, from "
                 "Slurm's records, against the plain replay)."]
-    extra = [f"guaranteed {ratio_words(h['guaranteed'])}"] if h["guaranteed"] else []
+    extra = [f"guaranteed {_short(h['guaranteed'])}"] if h["guaranteed"] else []
     if h["optimistic"]:
-        extra.append(f"optimistic {ratio_words(h['optimistic'])}")
-    lines = [f"Expected with synergy: mean JCT {ratio_words(x)}"
+        extra.append(f"optimistic {_short(h['optimistic'])}")
+    lines = [f"Expected with synergy: {_jct_words(x)}"
              + (f" ({', '.join(extra)})" if extra else "")
              + f", for these {h['jobs']} GPU jobs (forecast: replay against replay)."]
     if x is not None and x < 1.0 - SAME:
@@ -87,6 +87,19 @@ def headline_text(h: Mapping) -> list[str]:
         lines.append("  No change: synergy reshapes none (or almost none) of these jobs; "
                      "profile the keys below to let it.")
     return lines
+
+
+def _jct_words(r: float | None) -> str:
+    if r is not None and abs(r - 1.0) < SAME:
+        return "no change in mean JCT (1.00x)"
+    return f"mean JCT {ratio_words(r)}"
+
+
+def _short(r: float | None) -> str:
+    """A ratio as a gain or a loss in one word: 1.23x, 1.00x, or 1.23x longer."""
+    if r is None or r != r:
+        return "n/a"
+    return f"{r:.2f}x" if r >= 1.0 - SAME else f"{1.0 / r:.2f}x longer"
 
 
 def trust(fid: Mapping[str, float | str], actual: Mapping[str, float],
