@@ -79,6 +79,8 @@ class HistoryJob:
     # How it asked for its GPUs, as far as its record tells (None: a record without the
     # submit line or with no GPUs; taken as the common --gres/--gpus-per-node form).
     request: GpuRequest | None = None
+    # The command line it was submitted with, where accounting kept it (23.02 and later).
+    submit_line: str = ""
 
     @property
     def started(self) -> bool:
@@ -187,9 +189,9 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
 
 def _with_shape(job: HistoryJob, submit_line: str, het: bool, reservation: bool
                 ) -> HistoryJob:
-    if job.gpus <= 0:
-        return job
-    if not (submit_line or het or reservation):
+    if submit_line:
+        job = replace(job, submit_line=submit_line)
+    if job.gpus <= 0 or not (submit_line or het or reservation):
         return job
     req = request(submit_line, job.gpus, max(1, len(job.nodes)), het, reservation)
     return replace(job, unshaped=not_reshaped(req) or "", request=req)

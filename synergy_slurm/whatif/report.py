@@ -206,10 +206,12 @@ def _usage_lines(doc: dict) -> list[str]:
         lines.append("Keys to profile next (no profile yet; GPU-hours x what profiling "
                      "could show; class from use):")
         for k in doc["keys_to_profile"]:
-            lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs, "
+            lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs of "
+                      f"{_users(k['users'])}, "
                       + (f"looks {k['class']} ({k['agree']:.0%} of its GPU-hours)"
                          if k["class"] else "class unknown"),
-                      f"    {k['profile_run']}", f"    then: {k['sbatch']}"]
+                      f"    {k['profile_run']}", f"    (command: {k['command_from']})",
+                      f"    then: {k['sbatch']}"]
     return lines
 
 
@@ -349,11 +351,12 @@ def _html_site(doc: dict) -> list[str]:
               "; ".join(f"{n} {why}" for why, n in u["unknown"].items())]]))
     if doc.get("keys_to_profile"):
         parts.append(_html_table(
-            "Keys to profile next", ["key", "GPU-hours", "jobs", "class (agree)",
-                                     "profile it", "then submit with"],
-            [[k["key"], f"{k['gpu_hours']:g}", k["jobs"],
+            "Keys to profile next", ["key", "GPU-hours", "jobs", "users", "class (agree)",
+                                     "profile it", "command", "then submit with"],
+            [[k["key"], f"{k['gpu_hours']:g}", k["jobs"], _users(k["users"]),
               f"{k['class']} ({k['agree']:.0%})" if k["class"] else "unknown",
-              k["profile_run"], k["sbatch"]] for k in doc["keys_to_profile"]]))
+              k["profile_run"], k["command_from"], k["sbatch"]]
+             for k in doc["keys_to_profile"]]))
     nr = doc.get("not_reshaped")
     if nr and nr["gpu_hours"]:
         parts.append(_html_table(f"Not reshaped by synergy: {nr['share']:.1%} of GPU-hours",
@@ -445,6 +448,10 @@ def _diff(a: float, b: float) -> float | None:
     if a != a or b != b:
         return None
     return round(a - b, 4)
+
+
+def _users(users: Sequence[str]) -> str:
+    return ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
 
 
 def _x(r: float | None) -> str:

@@ -69,7 +69,8 @@ def test_json_and_text_agree(release):
     assert all(j.priority > 0 for j in a) and all(j.priority == 0 for j in b)
     assert all(j.time_limit_s is None and not j.admin_comment for j in b)
     # The JSON also keeps the submit line (23.02 and later): how each job asked.
-    bare = (replace(j, priority=0, time_limit_s=None, admin_comment="", request=None)
+    bare = (replace(j, priority=0, time_limit_s=None, admin_comment="", request=None,
+                    submit_line="")
             for j in a)
     assert sorted(bare, key=key) == sorted(b, key=key)
 

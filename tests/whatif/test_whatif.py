@@ -390,8 +390,8 @@ def test_what_jobs_used_and_the_keys_to_profile_next_are_reported():
     doc = json.loads(res.output)
     assert doc["usage"]["jobs_measured"] == 4 and doc["usage"]["skipped"] == 0
     keys = doc["keys_to_profile"]
-    assert {k["key"] for k in keys} == {"root.cpu-1of4", "root.mem-600of2000", "root.idle",
-                                        "root.steps-1of4"}
+    assert {k["key"] for k in keys} == {"cpu-1of4", "mem-600of2000", "idle", "steps-1of4"}
+    assert all(k["users"] == ["root"] for k in keys)
     assert all(k["gpu_hours"] > 0 for k in keys)
     assert [k["gpu_hours"] for k in keys] == sorted((k["gpu_hours"] for k in keys),
                                                     reverse=True)
