@@ -29,6 +29,9 @@ from .replay import (
     utilisation,
 )
 
+# One colour and one line style per run in every plot.
+_COLOURS = {"actual": "#222222", "plain": "#1f77b4", "synergy": "#d62728"}
+_LINES = {"actual": "-", "plain": "--", "synergy": ":"}
 _CHANGE_WORDS = {"reshape": "reshaped by a profile", "release": "released as they are "
                  "(profile unknown)", "leave": "left as submitted"}
 # Jobs listed one by one in the report's usage (the plot shows them all).
@@ -280,7 +283,10 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
     style = ("body{font-family:sans-serif;max-width:70em}table{border-collapse:collapse;"
              "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:2px 8px;"
              "text-align:left}.answer{font-size:1.4em;font-weight:bold}"
-             "#warnings{background:#fff3cd;border:1px solid #e0b000;padding:0 1em}")
+             "#answer p,#trust p{margin:.3em 0}#warnings,#next{font-size:.95em}"
+             "#warnings h2,#next h2{font-size:1.1em;margin:.4em 0}#warnings li{margin:.1em 0}"
+             "#warnings{background:#fff3cd;border:1px solid #e0b000;padding:0 1em;"
+             "margin:.5em 0}")
     path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>synergy "
                     f"whatif</title><style>{style}</style></head><body>{''.join(parts)}"
                     "</body></html>\n")
@@ -391,22 +397,25 @@ def _plots(outcome: Outcome, where, usage: UsageRead | None) -> dict[str, str]:
         jct = sorted((t.end - t.arrival) / 3600 for t in outcome.times(w).values()
                      if t.end is not None)
         if jct:
-            ax.plot(jct, [(i + 1) / len(jct) for i in range(len(jct))], label=w)
+            ax.step(jct, [(i + 1) / len(jct) for i in range(len(jct))], where="post",
+                    label=w, color=_COLOURS[w], linestyle=_LINES[w], linewidth=1.6)
     ax.set_xscale("log")
-    ax.set_xlabel("JCT (hours)")
+    ax.set_xlabel("JCT (hours, from submission)")
     ax.set_ylabel("fraction of jobs")
     ax.legend()
     ax.set_title("JCT CDF")
     images["jct_cdf.png"] = _save(fig, where / "jct_cdf.png", plt)
+    # Finished jobs per day: the three runs' bars side by side (lines on top of each
+    # other were one line).
     fig, ax = plt.subplots(figsize=(6, 4))
-    for w in RUNS:
-        days: dict[int, int] = {}
-        for t in outcome.times(w).values():
-            if t.end is not None:
-                days[int(t.end // 86400)] = days.get(int(t.end // 86400), 0) + 1
-        if days:
-            xs = sorted(days)
-            ax.plot(xs, [days[x] for x in xs], marker="o", label=w)
+    per_run = {w: Counter(int(t.end // 86400) for t in outcome.times(w).values()
+                          if t.end is not None) for w in RUNS}
+    width = 0.8 / len(RUNS)
+    for i, w in enumerate(RUNS):
+        days = per_run[w]
+        xs = sorted(days)
+        ax.bar([x + (i - (len(RUNS) - 1) / 2) * width for x in xs], [days[x] for x in xs],
+               width=width, label=w, color=_COLOURS[w])
     ax.set_xlabel("day of the window")
     ax.set_ylabel("jobs finished")
     ax.legend()
