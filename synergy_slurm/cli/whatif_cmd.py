@@ -128,12 +128,22 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     saved export, and replays them twice on the cluster's partitions, as Slurm schedules
     them (its queue from each job's submission, its backfill planning by time limits,
     cons_tres placement): once without synergy, once with the hook and the controller as
-    they act on your Slurm release, through the same core the controller runs. The report
-    leads with what happened (Slurm's own records) against synergy's replay, and the
-    replay's error against what happened, so you know how far to trust it. Then waits,
-    JCTs (mean, p50, p99), makespan and utilisation, overall, by job size (what a plan
-    costs large jobs), per partition and per account. A window where synergy already ran
-    is measured the other way round: what happened against the replay without it.
+    they act on your Slurm release, through the same core the controller runs.
+
+    The report leads with the answer: where synergy did not run in the window, the
+    forecast (the plain replay's mean JCT over the synergy replay's: the model's own
+    error cancels); where it ran, what happened (Slurm's records) against the replay
+    without it. Then how far to trust it (the replay of what ran against what happened,
+    split into the waiting and the running it misses), the warnings this history earns
+    (waiting missed, far fewer nodes or GPUs used than described, a release assumed,
+    records skipped) and what to do next. Then waits, JCTs (mean, p50, p99), makespan and
+    utilisation, overall, by job size, per partition and per account.
+
+    What synergy changes about each job is the hook's and the controller's own rule:
+    reshaped with a known profile, released as it is when its profile is unknown, left
+    as submitted otherwise (no GPUs, opted out, -c, --exclusive, --gpus-per-task, ...,
+    read from the hook's tags or the submit line): jobs left or released keep the cores
+    and memory they had in both replays.
 
     A job that hit its time limit, failed or was cancelled runs as long as it did in both
     replays; --startup-seconds of each job are never sped up.
@@ -143,7 +153,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     controller picks it: measured on the GPU type the job asked for (else an untyped one),
     among those [profiles] trust lets shape its user's jobs. Other jobs are replayed by the
     class their measured use suggests (export without -X: the steps carry TotalCPU and
-    MaxRSS), else unknown and proportional. Jobs that never started are counted and left
+    MaxRSS), else unknown and released as they were. Jobs that never started are counted and left
     out; jobs without GPUs keep their cores and memory where they ran. Records that cannot
     be read are skipped with a count and a reason.
 
