@@ -218,6 +218,11 @@ def profile_model(plan: Plan, model: str, data: Path, nvml, fraction: float | No
             log.warning("%s at %d cores: %s", model, c, exc)
             continue
         last_wall = m.wall_s
+        if m.core_use is not None and m.core_use > 1.1:
+            # k processes of one thread each cannot keep more than k cores busy unless
+            # the mask is not enforced (a sandbox's kernel): the point had more cores.
+            log.warning("%s at %d cores kept %.1f cores busy: the affinity mask does not "
+                        "hold here", model, c, m.core_use * c)
         if c in run.points:
             run.repeat = (c, m.samples_per_s)
         else:
@@ -284,7 +289,8 @@ def summarise(plan: Plan, run: ModelRun, idle: dict, device: str) -> tuple[dict,
 
 def point_entry(m: Measurement, st: dict, idle: dict) -> dict:
     out = {"samples_per_s": round(m.samples_per_s, 2), "cv": round(m.cv, 4),
-           "wall_s": round(m.wall_s, 1), "core_use": m.core_use, "host_peak_mb": m.peak_mem_mb}
+           "wall_s": round(m.wall_s, 1), "core_use": m.core_use, "host_peak_mb": m.peak_mem_mb,
+           "host_mem_kind": m.peak_mem_kind}
     if m.gpu.get("gpus"):
         mem = m.gpu["mem_used_mb"][0]
         out |= {"gpu_util_pct": m.gpu["util_pct"][0], "gpu_util_max_pct":

@@ -58,6 +58,7 @@ class Measurement:
     # ran more threads than cores), and the tree's peak memory over the point (MB).
     core_use: float | None = None
     peak_mem_mb: float | None = None
+    peak_mem_kind: str = ""        # "pss", or "rss" where some process had no PSS
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
     m = _summarise(cpus, seen.stamps, cfg, wall, seen.cpu_s,
                    summarise_gpu(seen.gpu) if gpu_probe is not None else {})
     return dataclasses.replace(m, read_bytes_per_sample=seen.read_bytes_per_sample(),
-                               core_use=seen.core_use(allotted), peak_mem_mb=seen.peak_mem_mb)
+                               core_use=seen.core_use(allotted), peak_mem_mb=seen.peak_mem_mb,
+                               peak_mem_kind=seen.mem_kind if seen.peak_mem_mb else "")
 
 
 @dataclasses.dataclass
@@ -150,6 +152,7 @@ class _Seen:
     cpu_end: tuple[float, float] | None = None
     gpu: list[dict] = dataclasses.field(default_factory=list)
     peak_mem_mb: float | None = None
+    mem_kind: str = "pss"
     next_sample: float = 0.0
 
     def read_bytes_per_sample(self) -> float | None:
@@ -179,7 +182,9 @@ class _Seen:
         self.next_sample = now + every_s
         mem = _tree_mem_mb(ps)
         if mem is not None:
-            self.peak_mem_mb = max(self.peak_mem_mb or 0.0, round(mem, 1))
+            self.peak_mem_mb = max(self.peak_mem_mb or 0.0, round(mem[0], 1))
+            if mem[1] == "rss":
+                self.mem_kind = "rss"
         if gpu_probe is not None:
             self.gpu.append(gpu_probe())
 
@@ -252,23 +257,24 @@ def _tree_usage(ps: psutil.Process, cpu: dict[int, float], read: dict[int, int]
     return sum(cpu.values()), (sum(read.values()) if read else None)
 
 
-def _tree_mem_mb(ps: psutil.Process) -> float | None:
-    """The tree's memory now, in MB: the sum of its processes' proportional set sizes
-    (a page shared by n processes counts 1/n in each), their resident sizes where the
-    platform has no PSS. None when no process could be read."""
-    total, known = 0, False
+def _tree_mem_mb(ps: psutil.Process) -> tuple[float, str] | None:
+    """The tree's memory now, in MB, and what was added up: its processes' proportional
+    set sizes ("pss": a page shared by n processes counts 1/n in each), or, where one
+    cannot be read (no smaps in a sandbox, another platform), resident sizes ("rss",
+    which count shared pages once per process). None when no process could be read."""
+    total, kind, known = 0, "pss", False
     for p in _tree(ps):
         try:
             info = p.memory_full_info()
-            total += getattr(info, "pss", info.rss)
+            total += info.pss
             known = True
-        except (psutil.AccessDenied, AttributeError, NotImplementedError):
-            with contextlib.suppress(psutil.Error):
-                total += p.memory_info().rss
-                known = True
-        except psutil.Error:
             continue
-    return total / (1024 * 1024) if known else None
+        except (psutil.Error, AttributeError, NotImplementedError, OSError):
+            pass
+        with contextlib.suppress(psutil.Error, OSError):
+            total += p.memory_info().rss
+            kind, known = "rss", True
+    return (total / (1024 * 1024), kind) if known else None
 
 
 def _read(path: Path) -> list[tuple[float, float]]:

@@ -76,6 +76,7 @@ def test_peak_memory_is_the_trees_and_counts_shared_pages_once():
     assert big.peak_mem_mb is not None and 290 <= big.peak_mem_mb <= 450, big.peak_mem_mb
     assert forked.peak_mem_mb is not None and 290 <= forked.peak_mem_mb <= 600, \
         forked.peak_mem_mb
+    assert forked.peak_mem_kind == "pss"      # Linux gives every process's PSS here
 
 
 @pytest.mark.timing
