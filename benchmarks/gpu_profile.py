@@ -17,7 +17,7 @@ measured use implies (synergy_slurm.whatif.infer's rule at ``--fair-cores``), a 
 speedup against cores beside the paper's V100 profile of the same kind of model, and
 prints one line per point; its last line is one JSON object.
 
-    python benchmarks/gpu_profile.py --out DIR                      # the GPU machine, ~6 min
+    python benchmarks/gpu_profile.py --out DIR                      # the GPU machine, ~5 min
     python benchmarks/gpu_profile.py --device cpu --quick --out DIR  # the same code on CPUs
 
 It imports only what the GPU machine has (torch, torchvision, nvidia-ml-py, psutil, numpy,
@@ -439,7 +439,7 @@ def parse_args(argv: list[str] | None) -> Plan:
                     help="small models, data and points: the test suite's run on CPUs")
     ap.add_argument("--points", default="1,2,4,8,12,16", help="core counts to measure")
     ap.add_argument("--point-s", type=float, help="seconds measured per point after "
-                    "warm-up (default 8; 2 with --quick)")
+                    "warm-up (default 6; 2 with --quick)")
     ap.add_argument("--budget-s", type=float, help="stop starting points after this long "
                     "(default 450; 110 with --quick)")
     ap.add_argument("--fair-cores", type=int, default=8,
@@ -456,7 +456,7 @@ def parse_args(argv: list[str] | None) -> Plan:
     points = tuple(sorted({int(p) for p in a.points.split(",") if p}))
     if not points or points[0] < 1:
         ap.error("--points: positive core counts")
-    return Plan(a.device, a.quick, points, a.point_s or (2.0 if a.quick else 8.0),
+    return Plan(a.device, a.quick, points, a.point_s or (2.0 if a.quick else 6.0),
                 a.budget_s or (110.0 if a.quick else 450.0), a.fair_cores, not a.no_repeat,
                 models, a.out, a.data or Path(tempfile.mkdtemp(prefix="gpu-profile-data-")),
                 own_data=a.data is None)
