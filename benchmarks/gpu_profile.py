@@ -105,6 +105,7 @@ class ModelRun:
     errors: dict[int, str] = field(default_factory=dict)
     skipped: dict[int, str] = field(default_factory=dict)
     repeat: tuple[int, float] | None = None     # (cores, samples/s of the second run)
+    repeat_why: str = ""                        # why there is none
 
 
 # -- setup -----------------------------------------------------------------------------------
@@ -208,13 +209,21 @@ def profile_model(plan: Plan, model: str, data: Path, nvml, fraction: float | No
             run.skipped[c] = f"only {usable_cores()} cores usable here"
     last_wall = plan.point_s + 15.0
     for c in todo + ([max(todo)] if plan.repeat and todo else []):
+        again = c in run.points or c in run.errors
         if time.monotonic() - t0 + last_wall > plan.budget_s:
-            run.skipped.setdefault(c, f"the {plan.budget_s:.0f} s budget would be spent")
+            why = f"the {plan.budget_s:.0f} s budget would be spent"
+            if again:
+                run.repeat_why = why
+            else:
+                run.skipped[c] = why
             continue
         try:
             m, st = measure_point(plan, model, data, c, nvml, fraction)
         except MeasureError as exc:
-            run.errors[c] = str(exc)
+            if again:
+                run.repeat_why = str(exc)
+            else:
+                run.errors[c] = str(exc)
             log.warning("%s at %d cores: %s", model, c, exc)
             continue
         last_wall = m.wall_s
@@ -223,7 +232,7 @@ def profile_model(plan: Plan, model: str, data: Path, nvml, fraction: float | No
             # the mask is not enforced (a sandbox's kernel): the point had more cores.
             log.warning("%s at %d cores kept %.1f cores busy: the affinity mask does not "
                         "hold here", model, c, m.core_use * c)
-        if c in run.points:
+        if again:
             run.repeat = (c, m.samples_per_s)
         else:
             run.points[c], run.torch_stats[c] = m, st
@@ -248,10 +257,14 @@ def gpu_util(m: Measurement | None) -> float | None:
     return m.gpu["util_pct"][0] if m is not None and m.gpu.get("gpus") else None
 
 
+def paper_profile(model: str) -> Profile:
+    """The paper's V100 profile of the same kind of model."""
+    return load_profiles(PAPER_PROFILES)[PAPER_MODEL[model]]
+
+
 def paper_curve(model: str) -> dict[float, float]:
-    """The paper's V100 profile of the same kind of model at full memory, as speedup over
-    its 1-core point."""
-    p = load_profiles(PAPER_PROFILES)[PAPER_MODEL[model]]
+    """The paper's profile at full memory, as speedup over its 1-core point."""
+    p = paper_profile(model)
     top = p.mem_grid[-1]
     return {c: p.at(c, top) / p.at(p.cpu_grid[0], top) for c in p.cpu_grid}
 
@@ -265,9 +278,9 @@ def summarise(plan: Plan, run: ModelRun, idle: dict, device: str) -> tuple[dict,
     fair = max((c for c in curve if c <= plan.fair_cores), default=base)
     fm = run.points[fair]
     util = gpu_util(fm)
-    cls, why = class_of_use(fm.core_use or 0.0, None if util is None else util / 100)
-    paper = paper_curve(run.model)
-    paper_ideal = load_profiles(PAPER_PROFILES)[PAPER_MODEL[run.model]].ideal
+    cls, why = (None, "no CPU time read") if fm.core_use is None else \
+        class_of_use(fm.core_use, None if util is None else util / 100)
+    paper, paper_ideal = paper_curve(run.model), paper_profile(run.model).ideal
     entry = {
         "points": {str(c): point_entry(m, run.torch_stats.get(c, {}), idle)
                    for c, m in sorted(run.points.items())},
@@ -276,7 +289,7 @@ def summarise(plan: Plan, run: ModelRun, idle: dict, device: str) -> tuple[dict,
         "gpu_util_at_1": gpu_util(run.points.get(1)), "gpu_util_at_ideal": gpu_util(
             run.points[ideal]), "device_name": device,
         "class": cls, "class_why": f"at {fair} cores: {why}",
-        "repeat": None if run.repeat is None else {
+        "repeat": {"why_none": run.repeat_why or "not asked for"} if run.repeat is None else {
             "cores": run.repeat[0], "samples_per_s": round(run.repeat[1], 2),
             "differs_pct": round(abs(run.repeat[1] / curve[run.repeat[0]] - 1) * 100, 2)},
         "errors": {str(c): e for c, e in run.errors.items()},
@@ -316,7 +329,7 @@ def keep_profile(plan: Plan, run: ModelRun, prof: Profile) -> Path:
     return path
 
 
-# -- the plot (Pillow: the GPU machine has no matplotlib) --------------------------------------
+# -- the plot (Pillow: the GPU machine is promised Pillow, not matplotlib) --------------------
 
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     try:

@@ -87,3 +87,19 @@ def test_core_use_tells_a_busy_command_from_an_idle_one():
                                  "< 0.05: pass", 2, 0, 0), 1, cfg)
     assert idle.core_use is not None and idle.core_use < 0.1, idle.core_use
     assert busy.core_use is not None and busy.core_use > 0.5, busy.core_use
+
+
+def test_a_point_read_through_nvml_carries_the_gpus_figures_and_names(monkeypatch):
+    from profiler.gpu import NvmlSampler
+    from tests.profiler.test_gpu import FakeNvml
+
+    fake = FakeNvml()
+    fake.util, fake.mem_mb = [70], [12000]
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    cfg = PointConfig(warmup_steps=2, window=5, duration_s=1.0, sample_every_s=0.2,
+                      budget_s=60)
+    with NvmlSampler() as probe:
+        m = measure(child("pass", "time.sleep(0.05)", 2, 0, 0), 1, cfg, gpu_probe=probe)
+    assert fake.opened == fake.closed == 1          # once for the point, not per reading
+    assert m.gpu["util_pct"] == [70.0] and m.gpu["mem_used_mb"] == [12000]
+    assert m.gpu["names"] == ["NVIDIA H100 80GB HBM3"] and m.gpu["samples"] >= 3
