@@ -182,9 +182,10 @@ def write_data(plan: Plan) -> dict[str, Path]:
 
 def point_config(plan: Plan, cores: int) -> PointConfig:
     """Warm-up past start-up and past the batches the workers queued meanwhile (two per
-    worker), then ``point_s`` seconds of steps."""
-    return PointConfig(warmup_steps=2 * (cores - 1) + 5, window=5, duration_s=plan.point_s,
-                       budget_s=plan.point_s * 4 + 60, stall_s=45.0)
+    worker), then ``point_s`` seconds of steps (two windows at least)."""
+    extra, window = (3, 3) if plan.quick else (5, 5)
+    return PointConfig(warmup_steps=2 * (cores - 1) + extra, window=window,
+                       duration_s=plan.point_s, budget_s=plan.point_s * 4 + 60, stall_s=45.0)
 
 
 def measure_point(plan: Plan, model: str, data: Path, cores: int, nvml,

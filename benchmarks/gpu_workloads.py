@@ -67,7 +67,7 @@ class Sizes:
     audio_batch: int = 256
 
 
-QUICK = Sizes(image_px=64, image_batch=8, lm_vocab=1000, lm_seq=64, lm_dim=64, lm_layers=2,
+QUICK = Sizes(image_px=32, image_batch=8, lm_vocab=1000, lm_seq=64, lm_dim=64, lm_layers=2,
               lm_batch=8, audio_rate=8000, audio_crop_s=0.5, audio_batch=16)
 
 

@@ -103,7 +103,7 @@ print(json.dumps([list(img.shape), list(x.shape), bool((x[1:] == y[:-1]).all()),
 """
     res = run_python(code)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert json.loads(res.stdout.splitlines()[-1]) == [[3, 64, 64], [64], True, [1, 4000], 96]
+    assert json.loads(res.stdout.splitlines()[-1]) == [[3, 32, 32], [64], True, [1, 4000], 96]
     assert torch is not None
 
 
