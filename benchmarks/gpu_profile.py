@@ -384,7 +384,10 @@ def plot(path: Path, run: ModelRun, ideal: int, device: str) -> Path:
     base = curve[min(curve)]
     speed = {c: v / base for c, v in curve.items()}
     xmax = max(16, max(curve))
-    paper = {c: s for c, s in paper_curve(run.model).items() if c <= xmax}
+    full = paper_curve(run.model)
+    pp = paper_profile(run.model)     # and at the plot's edge, between its grid points
+    paper = {c: s for c, s in full.items() if c < xmax} | {
+        xmax: pp.at(xmax, pp.mem_grid[-1]) / pp.at(pp.cpu_grid[0], pp.mem_grid[-1])}
     f = Frame(xmax, max(2.0, *speed.values(), *paper.values()) * 1.1)
     img = Image.new("RGB", (f.w, f.h), "white")
     d = ImageDraw.Draw(img)
