@@ -42,11 +42,18 @@ def infer_class(use: JobUsage) -> tuple[str | None, str]:
         return None, "no CPU time recorded"
     if use.elapsed_s < MIN_ELAPSED_S:
         return None, f"ran {use.elapsed_s:.0f} s, under {MIN_ELAPSED_S:.0f} s"
+    return class_of_use(share, use.gpu_util)
+
+
+def class_of_use(share: float, gpu_util: float | None) -> tuple[str, str]:
+    """The rule itself, on the share of its cores a job kept busy and its GPUs' mean
+    utilisation (0-1; None: not recorded), for any measure of them free of start-up: a
+    finished job's accounting, or a profiled point after its warm-up."""
     if share >= SATURATED:
-        if use.gpu_util is not None and use.gpu_util >= GPU_BUSY:
-            return "speech", f"cores {share:.0%} busy, GPUs {use.gpu_util:.0%} busy"
+        if gpu_util is not None and gpu_util >= GPU_BUSY:
+            return "speech", f"cores {share:.0%} busy, GPUs {gpu_util:.0%} busy"
         return "image", f"cores {share:.0%} busy" + (
-            f", GPUs {use.gpu_util:.0%} busy" if use.gpu_util is not None else "")
+            f", GPUs {gpu_util:.0%} busy" if gpu_util is not None else "")
     if share <= IDLE:
         return "language", f"cores {share:.0%} busy"
     return "speech", f"cores {share:.0%} busy"
