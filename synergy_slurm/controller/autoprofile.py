@@ -16,7 +16,6 @@ key in the controller's state, apart from the jobs it was for, and in the store.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -24,17 +23,19 @@ import pwd
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..config import Config
 from ..core import Profile, pick_profile, profile_slot
-from ..profiles.store import ProfileStore
+from ..profiles.store import ProfileStore, StoredProfile, parse_result
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.ports import Writer
 from ..slurm.profiling_job import profiling_job_options
 from ..slurm.writer import NotEnforcing
+from ..userfiles import UserFileError, open_user_dir, read_user_file, user_uid
 from ..vocabulary import KEY_RE, LIVE_STATES
 from .classify import dataset_gb, profile_key
 from .state import StateStore
@@ -67,11 +68,15 @@ class AutoProfiler:
     def round(self, snap: Snapshot, managed: Iterable[SlurmJob],
               profiles: Mapping[str, Profile],
               types_of: Callable[[SlurmJob], frozenset[str]], now: float,
-              stale: frozenset[str] = frozenset()) -> list[ProfilingEvent]:
+              stale: frozenset[str] = frozenset(),
+              owners: Mapping[str, str] | None = None) -> list[ProfilingEvent]:
         """``types_of``: the GPU types a job may run on (``observe.Pool.types``); a key is
         profiled per type (its slot ``KEY@TYPE``), on a node of that type. ``stale``:
         measured profiles (slots) a job's progress is far off: profiled again, at most
-        once per ``retry_after_s``, the old profile serving until the new one is stored."""
+        once per ``retry_after_s``, the old profile serving until the new one is stored;
+        only a profile measured for the job's own user (``owners``: slot -> user) is
+        profiled again for them: a site-wide or another user's profile is not theirs to
+        replace (the store refuses it), an admin profiles it again."""
         events = self._collect(snap, now)
         if not self.p.auto:
             return events
@@ -83,7 +88,8 @@ class AutoProfiler:
                 continue
             types = types_of(job)
             known = pick_profile(profiles, key, types)
-            again = known is not None and known.slot in stale
+            again = (known is not None and known.slot in stale
+                     and (owners or {}).get(known.slot) == job.user)
             if known is not None and not again:
                 continue
             slot = known.slot if known is not None and again else (
@@ -191,23 +197,22 @@ class AutoProfiler:
 
     # -- collect --------------------------------------------------------------------------
     def _collect(self, snap: Snapshot, now: float) -> list[ProfilingEvent]:
-        """Import the results of profiling jobs that have ended."""
+        """Import the results of profiling jobs that have ended. The spool directory is
+        the user's: its result is read as the user's file (:mod:`synergy_slurm.userfiles`),
+        and what the job printed is never read (its output is the user's to look at: a
+        note every user can see names only where it is)."""
         live = {j.job_id for j in snap.jobs if j.state in LIVE_STATES}
         events = []
         for slot, rec in self.state.profiling().items():
             if rec["status"] != "submitted" or rec["slurm_job"] in live:
                 continue
-            spool = Path(rec["spool"])
             ev = ProfilingEvent(slot, rec["user"], rec["for_job"], "failed",
                                 slurm_job=rec["slurm_job"])
-            key, _, gpu_type = slot.partition("@")
             try:
-                doc = json.loads((spool / "profile.json").read_text())
-                stored = ProfileStore(self.cfg.profiles.store).import_result(
-                    doc, key, source=f"auto-profile job {rec['slurm_job']} ({rec['user']})",
-                    gpu_type=gpu_type, owner=rec["user"])
+                stored = self._import(slot, rec)
             except FileNotFoundError:
-                why = "ended without a result: " + _tail(spool / "slurm.out")
+                why = (f"ended without a result (its output: {rec['spool']}/slurm.out, "
+                       f"readable by {rec['user']})")
             except (OSError, ValueError) as exc:   # ProfileError is a ValueError
                 why = f"bad result: {exc}"
             else:
@@ -220,15 +225,67 @@ class AutoProfiler:
                     rec["slurm_job"]))
                 continue
             self.state.note_profiling(slot, status="failed", finished=now, note=why[:500])
-            events.append(ProfilingEvent(ev.key, ev.user, ev.for_job, "failed", why[:300],
-                                         ev.slurm_job))
+            events.append(replace(ev, detail=why[:300]))
         return events
 
+    def _import(self, slot: str, rec: Mapping[str, Any]) -> StoredProfile:
+        """Read the result the profiling job left (a regular file of the user's, not a
+        link, at most RESULT_MAX_BYTES), refuse a profile that would take a job below its
+        measured proportional speed, and store it as the user's own (the store refuses to
+        replace a site-wide or another user's profile)."""
+        key, _, gpu_type = slot.partition("@")
+        user = str(rec["user"])
+        uid = user_uid(user)
+        if uid is None:
+            raise UserFileError(f"no such user {user!r} on this host")
+        spool = Path(rec["spool"])
+        dfd = open_user_dir(spool, uid)
+        try:
+            raw = read_user_file("profile.json", uid, RESULT_MAX_BYTES, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        prof, points, cpu_s = parse_result(json.loads(raw), key, gpu_type)
+        why = below_measured(prof, self.state.usage(key), user)
+        if why:
+            raise ValueError(why)
+        store = ProfileStore(self.cfg.profiles.store)
+        store.put(prof, measured_points=points, profiling_cpu_s=cpu_s,
+                  source=f"auto-profile job {rec['slurm_job']} ({user})", owner=user)
+        got = store.get(prof.slot)
+        assert got is not None
+        return got
 
-def _tail(path: Path, chars: int = 300) -> str:
-    with contextlib.suppress(OSError):
-        text = path.read_text(errors="replace").strip()
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return " | ".join(lines[-3:])[-chars:] or "no output"
-    return "no output"
 
+# The largest result file read: a profile is a few KB; anything bigger is not one.
+RESULT_MAX_BYTES = 1 << 20
+# A profile may say a job is this much slower at its proportional share than its jobs were
+# measured to run there (noise between runs; the profiler's own tolerance).
+PROPORTIONAL_TOLERANCE = 0.10
+
+
+def below_measured(prof: Profile, rows: Iterable[Mapping[str, Any]], user: str
+                   ) -> str | None:
+    """Why ``prof`` would take ``user``'s jobs below their measured proportional speed,
+    None if it would not (or nothing was measured).
+
+    The allocators give a job a shape only where its profile promises at least the
+    throughput at the proportional share; that promise is kept in the profile's own
+    numbers. Where the closed loop measured this user's jobs of the key running at exactly
+    their proportional share (progress files: samples/s), a profile that puts the proportional
+    share below that measured speed promises less than the job already had, and every
+    shape it picks may then be slower than proportional: refused."""
+    at_fair = [r for r in rows if r.get("user") == user and r.get("throughput")
+               and r["granted_cpus"] == r["fair_cpus"]
+               and abs(r["granted_mem_gb"] - r["fair_mem_gb"]) < 1e-6]
+    if not at_fair:
+        return None
+    speeds = sorted(float(r["throughput"]) for r in at_fair)
+    measured = speeds[len(speeds) // 2]
+    r = at_fair[0]
+    claimed = prof.at(r["fair_cpus"], r["fair_mem_gb"])
+    if claimed >= measured * (1 - PROPORTIONAL_TOLERANCE):
+        return None
+    return (f"refused: the profile says {claimed:.3g} samples/s at the proportional share "
+            f"({r['fair_cpus']} cores, {r['fair_mem_gb']:g} GB per GPU), where {len(speeds)} "
+            f"of the user's jobs were measured at {measured:.3g}: its shapes could run them "
+            "below their proportional speed")

@@ -129,7 +129,12 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
         if failed:
             break
         time.sleep(1)
-    assert failed and "oops: no such dataset" in failed[0].detail
+    # Why is named, not what the job printed: the note and the audit log are read by
+    # other users (issue 43), the output stays in the user's spool.
+    assert failed and "ended without a result" in failed[0].detail
+    assert "oops" not in failed[0].detail and "slurm.out" in failed[0].detail
+    spool = Path(ctl.state.profiling()["auto-crash"]["spool"])
+    assert "oops: no such dataset" in (spool / "slurm.out").read_text()
     assert ProfileStore(cfg.profiles.store).get("auto-crash") is None
     assert ctl.state.profiling()["auto-crash"]["status"] == "failed"
     assert ctl.run_round().profiling == []     # retried only after retry_after_s

@@ -78,18 +78,23 @@ def test_each_type_is_profiled_on_its_own_nodes(paper_profiles, spool):
 
 
 def test_a_stale_profile_is_profiled_again_once(paper_profiles, spool):
-    """The closed loop found k@a100 far off a job's progress: its key is profiled again on
-    that type (the old profile serves meanwhile), once per retry_after_s."""
+    """The closed loop found k@a100 (measured for the job's user) far off a job's
+    progress: its key is profiled again on that type (the old profile serves meanwhile),
+    once per retry_after_s. A stale site-wide or other user's profile is not the user's
+    to replace: not profiled again for them."""
     ap, writer = profiler(spool, "enforce")
     on_a100 = replace(paper_profiles["shufflenet"], key="k", gpu_type="a100")
     known = {on_a100.slot: on_a100}
     snap = Snapshot((), (), (), "26.05.5")
     assert ap.round(snap, [job(1, "a100")], known, types_of, now=100.0) == []
+    for owners in ({}, {"k@a100": "someone-else"}):
+        assert ap.round(snap, [job(1, "a100")], known, types_of, now=200.0,
+                        stale=frozenset({"k@a100"}), owners=owners) == []
     events = ap.round(snap, [job(1, "a100")], known, types_of, now=200.0,
-                      stale=frozenset({"k@a100"}))
+                      stale=frozenset({"k@a100"}), owners={"k@a100": USER})
     assert [(e.key, e.what) for e in events] == [("k@a100", "submitted")]
     assert "--gpus=a100:2" in writer.submitted[0]
     ap.state.note_profiling("k@a100", status="stored", finished=300.0)
     again = ap.round(snap, [job(1, "a100")], known, types_of, now=400.0,
-                     stale=frozenset({"k@a100"}))
+                     stale=frozenset({"k@a100"}), owners={"k@a100": USER})
     assert [e for e in again if e.what == "submitted"] == []   # within retry_after_s
