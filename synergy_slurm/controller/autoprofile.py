@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import pwd
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -42,8 +43,21 @@ from .state import StateStore
 
 log = logging.getLogger(__name__)
 
-RUNNER = ('#!/bin/sh\n# Written by synergy-controller: runs the profiler given as '
-          'arguments.\nexec "$@"\n')
+# The profiling job is submitted with --export=NONE: it would otherwise inherit the
+# controller's environment (root's PATH, HOME, SLURM_CONF, whatever the unit set) into a
+# job that runs the user's script. What it needs is set here, from the user's passwd entry.
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def runner_script(pw: pwd.struct_passwd) -> str:
+    """The profiling job's batch script: a clean environment (the user's name, home and
+    shell, a plain PATH), then the profiler given as arguments."""
+    env = {"PATH": SAFE_PATH, "HOME": pw.pw_dir, "USER": pw.pw_name,
+           "LOGNAME": pw.pw_name, "SHELL": pw.pw_shell or "/bin/sh", "LANG": "C.UTF-8"}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return ("#!/bin/sh\n# Written by synergy-controller: runs the profiler given as "
+            f"arguments, in a clean environment (--export=NONE).\nexport {exports}\n"
+            'exec "$@"\n')
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,11 @@ class AutoProfiler:
         self.writer = writer
         self.state = state
         self.mode = mode
+        if self.p.auto and mode == "enforce" and os.geteuid() != 0:
+            # sbatch takes --uid from root only, and the spool is handed to the user.
+            log.warning("[profiling] auto needs root (sbatch --uid, the spool chown): as "
+                        "uid %d every profiling job fails; a Slurm operator runs the "
+                        "controller with auto = false", os.geteuid())
 
     def round(self, snap: Snapshot, managed: Iterable[SlurmJob],
               profiles: Mapping[str, Profile],
@@ -148,7 +167,8 @@ class AutoProfiler:
             return self._fail_submit(ev, now, f"cannot prepare {spool}: {exc}")
         args = [*profiling_job_options(key, gpus, self.p.budget_s, max(1, max_cpus // gpus),
                                        gpu_type),
-                "--nodes=1", "--no-requeue", f"--chdir={spool}", f"--output={spool}/slurm.out",
+                "--nodes=1", "--no-requeue", "--export=NONE", f"--chdir={spool}",
+                f"--output={spool}/slurm.out",
                 f"--partition={self.p.partition or job.partition}"]
         if self.p.account:
             args.append(f"--account={self.p.account}")
@@ -181,7 +201,7 @@ class AutoProfiler:
                                       f"profiling job of {pw.pw_name} could not reach it")
         spool.mkdir(mode=0o700)
         (spool / "job.sh").write_text(script)
-        (spool / "run.sh").write_text(RUNNER)
+        (spool / "run.sh").write_text(runner_script(pw))
         for name in ("job.sh", "run.sh"):
             (spool / name).chmod(0o700)
         if os.geteuid() == 0:

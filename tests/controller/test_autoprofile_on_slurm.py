@@ -108,12 +108,17 @@ def test_unknown_key_is_profiled_as_the_user_and_then_used(env, user_dir, paper_
     cancel_all(env["cli"])
 
 
-def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
+def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir,
+                                                                  monkeypatch):
+    """Also (issue 43, item 10): the profiling job's environment is clean, the user's
+    passwd entry's, nothing of the controller's (--export=NONE)."""
+    monkeypatch.setenv("SYNERGY_T_CONTROLLER_ONLY", "leaked")
     cfg = load(env)
     cfg = type(cfg)(**{**cfg.__dict__, "profiling": type(cfg.profiling)(
         auto=True, budget_s=30, spool=str(user_dir / "spool"))})
     ctl = Controller(cfg)
-    submit_as_user(env, user_dir, "auto-crash", "echo 'oops: no such dataset' >&2; exit 3",
+    submit_as_user(env, user_dir, "auto-crash",
+                   "env > job.env; echo 'oops: no such dataset' >&2; exit 3",
                    "--dataset-size", "50G")
     [ev] = ctl.run_round().profiling
     assert ev.what == "submitted"
@@ -135,6 +140,9 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir):
     assert "oops" not in failed[0].detail and "slurm.out" in failed[0].detail
     spool = Path(ctl.state.profiling()["auto-crash"]["spool"])
     assert "oops: no such dataset" in (spool / "slurm.out").read_text()
+    job_env = (spool / "job.env").read_text()
+    assert "SYNERGY_T_CONTROLLER_ONLY" not in job_env and f"USER={USER}" in job_env
+    assert "HOME=/root" not in job_env
     assert ProfileStore(cfg.profiles.store).get("auto-crash") is None
     assert ctl.state.profiling()["auto-crash"]["status"] == "failed"
     assert ctl.run_round().profiling == []     # retried only after retry_after_s

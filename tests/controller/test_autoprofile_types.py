@@ -98,3 +98,21 @@ def test_a_stale_profile_is_profiled_again_once(paper_profiles, spool):
     again = ap.round(snap, [job(1, "a100")], known, types_of, now=400.0,
                      stale=frozenset({"k@a100"}), owners={"k@a100": USER})
     assert [e for e in again if e.what == "submitted"] == []   # within retry_after_s
+
+
+def test_the_profiling_job_gets_a_clean_environment(paper_profiles, spool, monkeypatch):
+    """Issue 43, item 10: the profiling job runs the user's script; submitted with
+    sbatch's default --export=ALL it inherited the controller's (root's) environment.
+    Now --export=NONE, and the runner sets what the job needs from the user's passwd
+    entry, nothing from the controller's environment."""
+    import pwd
+
+    monkeypatch.setenv("SYNERGY_T_CONTROLLER_ONLY", "leaked")
+    ap, writer = profiler(spool, "enforce")
+    [ev] = ap.round(Snapshot((), (), (), "26.05.5"), [job(1, "a100")], {}, types_of,
+                    now=100.0)
+    assert ev.what == "submitted" and "--export=NONE" in writer.submitted[0]
+    runner = (spool / "k-a100-1" / "run.sh").read_text()
+    pw = pwd.getpwnam(USER)
+    assert f"HOME={pw.pw_dir}" in runner and f"USER={pw.pw_name}" in runner
+    assert "SYNERGY_T_CONTROLLER_ONLY" not in runner and 'exec "$@"' in runner
