@@ -110,6 +110,9 @@ def test_the_controller_runs_as_a_slurm_operator_without_root(env, operator_home
         wait_for(cli, rq, {"RUNNING"}, 45)
         requeued = as_operator(env, "scontrol", "requeuehold", str(rq))
         assert requeued.returncode == 0, requeued.stderr
+        script_of = as_operator(env, "scontrol", "write", "batch_script", str(rq), "-")
+        assert script_of.returncode == 0 and "sleep 300" in script_of.stdout, \
+            script_of.stderr
         # What stays root's: a job submitted as another user (automatic profiling).
         script = operator_home / "p.sh"
         script.write_text("#!/bin/sh\ntrue\n")
@@ -121,7 +124,7 @@ def test_the_controller_runs_as_a_slurm_operator_without_root(env, operator_home
         print(f"\nas an operator: sbatch --uid rc={as_user.returncode} "
               f"({as_user.stderr.strip()[:120]}); AdminComment update "
               f"rc={admin_comment.returncode} ({admin_comment.stderr.strip()[:120]})")
-        assert as_user.returncode != 0
+        assert as_user.returncode != 0 and admin_comment.returncode != 0
     finally:
         sacctmgr("sacctmgr", ["-i", "delete", "user", OPERATOR])
         (env["cluster"].etc / TABLE_NAME).unlink(missing_ok=True)
