@@ -24,8 +24,9 @@ the key, so a typo never silently changes behaviour.
     [profiles]
     file = ""                           # profiles JSON (model_profiles.json shape)
     store = "/var/lib/synergy/profiles.db"  # measured profiles (synergy profile ...)
-    trust = "all"                       # all | own | site: whose measured profiles shape a
-                                        # user's jobs (site: only site-wide ones)
+    trust = "own"                       # own | site | all: whose measured profiles shape a
+                                        # user's jobs (own: site-wide ones and the user's
+                                        # own; site: only site-wide ones; all: anyone's)
 
     [controller]
     mode = "observe"                    # observe | enforce
@@ -178,8 +179,10 @@ class ProfilesSection(_Checked):
     store: str = "/var/lib/synergy/profiles.db"
     # Which profiles shape a user's jobs: "all" (site-wide ones and those measured for any
     # user), "own" (site-wide ones and those measured for that user), "site" (site-wide
-    # only: the profiles file and what an admin imported or measured).
-    trust: str = "all"
+    # only: the profiles file and what an admin imported or measured). "own" by default:
+    # under "all" a user's profiling job (whose numbers that user writes) shapes every
+    # other user's jobs of the key.
+    trust: str = "own"
 
     def problems(self) -> list[str]:
         out = [] if self.store else ["store: must name the profile database"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synergy_slurm.config import ConfigError, config_from_dict, load_config
+from synergy_slurm.config import Config, ConfigError, config_from_dict, load_config
 
 
 def test_defaults_and_values(tmp_path):
@@ -119,3 +119,9 @@ def test_config_check_catches_what_an_admin_gets_wrong(tmp_path):
     assert res.exit_code == 2
     assert "[profiles] file" in res.output and "no such file" in res.output
     assert "[slurm] bindir" in res.output and "has no scontrol" in res.output
+
+
+def test_only_site_wide_and_own_profiles_shape_a_users_jobs_by_default():
+    """Issue 43, item 2: under the old default trust = "all", one user's profiling job
+    (numbers the user writes) shaped every user's jobs of the key."""
+    assert Config().profiles.trust == "own"

@@ -441,7 +441,9 @@ class Controller:
         for slot, why in found.items():
             if slot not in self._stale_seen:
                 self._stale_seen.add(slot)
-                again = ("profiled again" if self.cfg.profiling.auto else
+                again = ("site-wide: an admin re-profiles it (synergy profile run) or "
+                         "imports a new one" if not self._owners.get(slot)
+                         else "profiled again" if self.cfg.profiling.auto else
                          "set [profiling] auto to profile it again")
                 log.warning("profile %s looks stale: %s; %s", slot, why, again)
                 self.audit.write(rid, self.mode, {
@@ -493,7 +495,7 @@ class Controller:
             return pool.types(job.gpu_type) if pool else frozenset({job.gpu_type or ""})
 
         events = self.autoprofiler.round(ctx.snap, ctx.managed, ctx.profiles, types_of, ctx.now,
-                                         ctx.stale)
+                                         ctx.stale, self._owners)
         for e in events:
             if e.what == "stored":
                 self.state.forget_usage(e.key)      # measured against the old profile
