@@ -37,7 +37,7 @@ from ..hook.sbatch_args import (
     script_index,
 )
 from ..templates import TemplateError, available, find, parse_template, parse_vars
-from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN
+from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN, dataset_token
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
@@ -101,7 +101,7 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
     if profile_key:
         tokens.append(f"synergy:profile={profile_key}")
     if size_gb:
-        tokens.append(f"synergy:dataset-gb={size_gb:g}")
+        tokens.append(dataset_token(size_gb))
     extra: list[str] = []
     if requeue_ok:
         tokens.append(REQUEUE_OK_TOKEN)

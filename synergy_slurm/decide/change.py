@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..vocabulary import OPT_OUT_TOKEN, GpuRequest, has_token, not_reshaped
+from ..vocabulary import OPT_OUT_TOKEN, REQUEUE_OK_TOKEN, GpuRequest, has_token, not_reshaped
 
 
 class Change(StrEnum):
@@ -76,3 +76,12 @@ def what_synergy_changes(job: JobFacts) -> Decision:
         return Decision(Change.RESHAPE, "managed; reshaped by its profile")
     return Decision(Change.RELEASE, "managed; profile unknown: released with the shape "
                     "it has")
+
+
+def opted_in_to_requeue(comment: str, requeue_allowed: bool = True, batch: bool = True
+                        ) -> bool:
+    """Whether a running job may be requeued into a larger shape: its user said it
+    checkpoints (``synergy:requeue-ok``, what synergy-sbatch --requeue-ok writes), Slurm
+    may requeue it (``--requeue``, or the site's default) and it is a batch job. The
+    controller knows all three from Slurm; a history knows only the comment."""
+    return requeue_allowed and batch and has_token(comment, REQUEUE_OK_TOKEN)

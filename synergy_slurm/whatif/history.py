@@ -35,7 +35,7 @@ from typing import Protocol
 
 from ..core import PerGpu, Profile, Resources, pick_profile
 from ..core.pools import Pool
-from ..decide import Change, Decision, JobFacts, what_synergy_changes
+from ..decide import Change, Decision, JobFacts, opted_in_to_requeue, what_synergy_changes
 from ..errors import BadInputError
 from ..profiles.resolve import trusted
 from ..sim.engine import UNKNOWN_ITER_S, Occupancy
@@ -46,9 +46,7 @@ from ..vocabulary import (
     KEY_RE,
     MB_PER_GB,
     OWN_SHAPE,
-    REQUEUE_OK_TOKEN,
     comment_profile_key,
-    has_token,
     synergy_tags,
 )
 
@@ -266,7 +264,7 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     return TraceJob(job.job_id, prof.slot if prof is not None else "", job.submit - t0,
                     max(1, round(work / WORK_UNIT_S)), job.gpus, job.priority,
                     user=job.user,
-                    requeue_ok=has_token(job.comment, REQUEUE_OK_TOKEN),
+                    requeue_ok=opted_in_to_requeue(job.comment),
                     partition=pool.partition, gpu_type=job.gpu_type or "",
                     time_limit_s=job.time_limit_s or default_limit_s,
                     share=None if tags.get("managed") == "1" else had, eligible=asked,
