@@ -49,7 +49,7 @@ from ..core.demand import ideal_demand
 from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools, type_order
 from ..core.usage import UsageSample, busy_share, judge, marks_after
-from ..decide import Change
+from ..decide import Change, PendingView, Step, reconcile
 from .trace import TraceJob
 
 # A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
@@ -157,6 +157,8 @@ class _Model:
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
         self.by_partition = {p.partition: p for p in self.pools}
+        # Each partition's nodes: what the main scheduler closes when one of its jobs waits.
+        self.partition_nodes = {p.partition: p.server_names() for p in self.pools}
         self.servers = config.cluster.servers
         self.total = config.cluster.total
         self.rule = RequeueRule(config.restart_cost_s, config.requeue_interval_s,
@@ -216,7 +218,7 @@ class _Model:
                     event = self._pass_due = True
             if visible and event:
                 self._start(main_pass(self._queue(visible, t), self._cluster(), t,
-                                      self.by_partition), t)
+                                      self.partition_nodes), t)
             if t >= next_pass and self._pass_due:
                 self._pass_due = False
                 visible = self._visible()
@@ -530,21 +532,21 @@ class _Model:
                 self._requeue(self.running[rq.job_id], rq.demand.share, t)
 
     def _reshape(self, run: _Run, share: PerGpu, t: float) -> None:
-        """A planned pending job: a held one gets its share and is released; a visible
-        one is raised, and lowered only where Slurm honours it. A job whose profile is
-        unknown keeps the share it has (``decide.Change.RELEASE``)."""
-        if _change(run) is Change.RELEASE:
-            share = run.share
+        """A planned pending job, by the controller's own reconcile rule
+        (``decide.reconcile``): a held one gets its share and is released; a visible one
+        is raised, and lowered only where Slurm honours it. A job whose profile is unknown
+        keeps the share it has (``decide.Change.RELEASE``)."""
+        got = reconcile(PendingView(run.held, run.share, True, _change(run) is Change.RELEASE),
+                        share, self.cfg.lowers_pending)
+        if got is None or got.step is Step.CANNOT:
+            return
+        run.share = got.after
         if run.held:
-            run.share, run.held = share, False
+            run.held = False
             run.eligible_at = t + self.cfg.release_delay_s
             self._to_slurm(run, t)
             return
-        raise_ = share.cpus > run.share.cpus or (share.cpus == run.share.cpus
-                                                 and share.mem_gb != run.share.mem_gb)
-        if raise_ or (share.cpus < run.share.cpus and self.cfg.lowers_pending):
-            run.share = share
-            self._updated = True
+        self._updated = True
 
     def _rerate(self, run: _Run, t: float, share: PerGpu) -> None:
         """A running job's memory lowered in place: no restart, its speed from now on."""
