@@ -559,14 +559,14 @@ class Controller:
             return Outcome(Result.ERROR, f"a {a.kind} action without a shape")
         try:
             if a.kind == RELEASE or after is None:
-                self.writer.release(job.job_id)
+                self.writer.release_own(job)
             elif a.kind == SHAPE_RELEASE:
                 try:
                     self.writer.reshape_pending(job, after)
                 finally:
                     # Never leave a job held because shaping it failed: it then runs as
                     # submitted (GPU-proportional defaults).
-                    self.writer.release(job.job_id)
+                    self.writer.release_own(job)
             elif a.kind in (RAISE, LOWER):
                 self.writer.reshape_pending(job, after)
             elif a.kind == REQUEUE:

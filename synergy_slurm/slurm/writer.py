@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 MUTATING_VERBS = frozenset({"update", "release", "requeuehold"})
 MAX_CPUS_PER_GPU = 1024
 MAX_MEM_PER_GPU_MB = 64 * 1024 * 1024
+# The hook's tag on a job it held, and what the controller makes of it once released.
+HELD_TAG = "synergy.held=1"
+RELEASED_TAG = "synergy.held=0"
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.\-]{0,31}$")
 
 
@@ -161,6 +164,23 @@ class SlurmWriter:
 
     def release(self, job_id: int) -> None:
         self.mutate(["release", str(int(job_id))])
+
+    def release_own(self, job: SlurmJob) -> None:
+        """Release a hold the hook made and clear its tag (``synergy.held=1`` becomes
+        ``synergy.held=0``): left set, the tag would make a later hold by an admin or the
+        job's user look like synergy's, and the next round, the fail-safe or a shutdown
+        would undo it. Released first: a cleared tag on a job still held would leave it
+        held with nobody to release it. A tag that cannot be cleared is logged; the
+        reason (JobHeldAdmin) still keeps an admin's hold from being taken for ours."""
+        self.release(job.job_id)
+        if HELD_TAG not in job.admin_comment.split(","):
+            return
+        cleared = ",".join(RELEASED_TAG if t == HELD_TAG else t
+                           for t in job.admin_comment.split(","))
+        try:
+            self.mutate(["update", f"JobId={int(job.job_id)}", f"AdminComment={cleared}"])
+        except (SlurmError, ValueError) as exc:
+            log.error("released %d but could not clear its held tag: %s", job.job_id, exc)
 
     # -- running jobs ---------------------------------------------------------------------
     def requeue_reshape(self, job: SlurmJob, shape: Shape, timeout_s: float = 60.0) -> None:

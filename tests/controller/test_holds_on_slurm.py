@@ -1,0 +1,91 @@
+"""synergy releases only the holds it made (issue 43, item 3), on the real test cluster: a
+job the hook held and the controller released, then held again by an admin (JobHeldAdmin)
+or by its user (JobHeldUser), stays held through controller rounds, the fail-safe and the
+controller's stop."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from synergy_slurm.cli.main import main
+from synergy_slurm.controller.daemon import Controller
+from synergy_slurm.hook.table import TABLE_NAME, HookTable
+from synergy_slurm.slurm.reader import SlurmReader
+
+from ..slurm.helpers import job_fields, submit
+from .conftest import load
+
+pytestmark = pytest.mark.slurm
+
+
+def fresh_table(env) -> None:
+    HookTable(generated_at=int(time.time()), node_cpus=24, node_mem_mb=500000, node_gpus=8,
+              partitions=("gpu",), default_partition="gpu", max_age_s=60,
+              profiles={"alexnet": (12, 125000)}, hold_unknown=True,
+              hold_known=True).write(env["cluster"].etc / TABLE_NAME)
+
+
+def released_by_synergy(env, ctl: Controller, job_id: int) -> dict[str, str]:
+    """Run rounds until the controller has released the job the hook held; its record."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ctl.run_round()
+        fields = job_fields(env["cli"], job_id)
+        if fields.get("Priority") != "0":
+            return fields
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still held: {job_fields(env['cli'], job_id)}")
+
+
+def assert_still_held(env, job_id: int, reason: str) -> None:
+    fields = job_fields(env["cli"], job_id)
+    assert (fields["JobState"], fields["Priority"], fields["Reason"]) == (
+        "PENDING", "0", reason), fields
+
+
+@pytest.mark.parametrize("verb, reason", [("hold", "JobHeldAdmin"), ("uhold", "JobHeldUser")])
+def test_a_hold_made_after_synergys_release_is_never_undone(env, verb, reason):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    # A begin time an hour away keeps it pending once released, so that it can be held.
+    jid = submit(cli, "true", "--gpus=1", "--comment=synergy:profile=alexnet",
+                 "--begin=now+3600", "-o", "/dev/null", tmp=tmp)
+    held = job_fields(cli, jid)
+    # The hook's hold shows as the user's (what tells it apart from an admin's).
+    assert (held["Priority"], held["Reason"]) == ("0", "JobHeldUser"), held
+    assert "synergy.held=1" in held["AdminComment"]
+    ctl = Controller(load(env))
+    after = released_by_synergy(env, ctl, jid)
+    assert after["JobState"] == "PENDING", after
+    assert "synergy.held=0" in after["AdminComment"]    # the controller cleared its tag
+
+    cli.run("scontrol", [verb, str(jid)])               # an admin's (or a user's) hold
+    assert_still_held(env, jid, reason)
+    for _ in range(3):
+        res = ctl.run_round()
+        assert res.errors == 0, res.results
+    assert_still_held(env, jid, reason)
+    (env["cluster"].etc / TABLE_NAME).unlink()         # stale: the fail-safe acts
+    out = CliRunner().invoke(main, ["hook", "failsafe", "--config", str(env["cfg_path"])])
+    assert out.exit_code == 0 and str(jid) not in out.output, out.output
+    assert_still_held(env, jid, reason)
+    assert ctl.release_held() == []                     # what the controller's stop does
+    assert_still_held(env, jid, reason)
+    assert [j.job_id for j in SlurmReader(cli).snapshot().jobs if j.held_by_synergy] == []
+
+
+def test_an_admins_hold_on_a_job_the_hook_still_holds_is_left_to_the_admin(env):
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    jid = submit(cli, "true", "--gpus=1", "--comment=synergy:profile=alexnet",
+                 "--begin=now+3600", "-o", "/dev/null", tmp=tmp)
+    cli.run("scontrol", ["hold", str(jid)])
+    assert_still_held(env, jid, "JobHeldAdmin")
+    ctl = Controller(load(env))
+    for _ in range(3):
+        ctl.run_round()
+    assert ctl.release_held() == []
+    assert_still_held(env, jid, "JobHeldAdmin")
