@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .commands import SlurmCLI, SlurmError, safe_arg
 from .model import SlurmJob
@@ -39,6 +39,11 @@ MAX_MEM_PER_GPU_MB = 64 * 1024 * 1024
 HELD_TAG = "synergy.held=1"
 RELEASED_TAG = "synergy.held=0"
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.\-]{0,31}$")
+
+
+def _released(admin_comment: str) -> str:
+    """The admin comment with synergy's held tag turned into its released one."""
+    return ",".join(RELEASED_TAG if t == HELD_TAG else t for t in admin_comment.split(","))
 
 
 class NotEnforcing(PermissionError):
@@ -173,21 +178,30 @@ class SlurmWriter:
         held with nobody to release it. A tag that cannot be cleared is logged; the
         reason (JobHeldAdmin) still keeps an admin's hold from being taken for ours."""
         self.release(job.job_id)
-        if HELD_TAG not in job.admin_comment.split(","):
-            return
-        cleared = ",".join(RELEASED_TAG if t == HELD_TAG else t
-                           for t in job.admin_comment.split(","))
-        try:
-            self.mutate(["update", f"JobId={int(job.job_id)}", f"AdminComment={cleared}"])
-        except (SlurmError, ValueError) as exc:
-            log.error("released %d but could not clear its held tag: %s", job.job_id, exc)
+        if HELD_TAG in job.admin_comment.split(","):
+            self._untag(job)
 
     # -- running jobs ---------------------------------------------------------------------
     def requeue_reshape(self, job: SlurmJob, shape: Shape, timeout_s: float = 60.0) -> None:
-        """Stop a running job, give it the new shape and let it start again."""
+        """Stop a running job, give it the new shape and let it start again. Never leaves
+        it held: tagged as synergy's hold first (``synergy.held=1``), so that a job whose
+        requeue fails after it stopped (an update Slurm refuses, a job COMPLETING longer
+        than ``timeout_s``) is released here, and where even that fails, by the next
+        round, the fail-safe or the controller's stop, as any hold the hook made."""
         if not job.requeue or not job.batch:
             raise Unsupported(f"job {job.job_id} may not be requeued")
-        self.mutate(["requeuehold", str(int(job.job_id))])
+        mine = self._tag_held(job)
+        try:
+            self.mutate(["requeuehold", str(int(job.job_id))])
+        except (SlurmError, ValueError):
+            self._untag(mine)
+            raise
+        try:
+            self._reshape_requeued(job, shape, timeout_s)
+        finally:
+            self._release_after_requeue(mine)
+
+    def _reshape_requeued(self, job: SlurmJob, shape: Shape, timeout_s: float) -> None:
         self.wait_state(job.job_id, "PENDING", timeout_s)
         time.sleep(1.0)  # an update sent in the first second after requeue can be lost
         args = self.shape_args(job, shape)
@@ -196,7 +210,30 @@ class SlurmWriter:
             args = [a if not a.startswith("NumCPUs=") else f"NumCPUs={n}-{n}" for a in args]
         self.mutate(["update", *args, "StartTime=now"])
         self.verify(job, shape)
-        self.release(job.job_id)
+
+    def _release_after_requeue(self, job: SlurmJob) -> None:
+        """Release the requeued job whatever happened to its new shape; a release that
+        fails is logged and left to the next round (the job carries synergy's tag)."""
+        try:
+            self.release_own(job)
+        except (SlurmError, ValueError) as exc:
+            log.error("job %d requeued but not released (the next round releases it): %s",
+                      job.job_id, exc)
+
+    def _tag_held(self, job: SlurmJob) -> SlurmJob:
+        """Mark ``job`` as held by synergy (its admin comment gets ``synergy.held=1``);
+        the job as it is now tagged."""
+        tokens = [t for t in job.admin_comment.split(",") if t and t != RELEASED_TAG]
+        tagged = ",".join([*[t for t in tokens if t != HELD_TAG], HELD_TAG])
+        self.mutate(["update", f"JobId={int(job.job_id)}", f"AdminComment={tagged}"])
+        return replace(job, admin_comment=tagged)
+
+    def _untag(self, job: SlurmJob) -> None:
+        try:
+            self.mutate(["update", f"JobId={int(job.job_id)}",
+                         f"AdminComment={_released(job.admin_comment)}"])
+        except (SlurmError, ValueError) as exc:
+            log.error("could not clear the held tag of %d: %s", job.job_id, exc)
 
     def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int,
                              timeout_s: float = 20.0) -> None:

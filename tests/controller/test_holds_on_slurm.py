@@ -1,7 +1,7 @@
 """synergy releases only the holds it made (issue 43, item 3), on the real test cluster: a
 job the hook held and the controller released, then held again by an admin (JobHeldAdmin)
 or by its user (JobHeldUser), stays held through controller rounds, the fail-safe and the
-controller's stop."""
+controller's stop; a requeue that fails leaves no job held (item 5)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from click.testing import CliRunner
 from synergy_slurm.cli.main import main
 from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.hook.table import TABLE_NAME, HookTable
+from synergy_slurm.slurm.commands import SlurmError
 from synergy_slurm.slurm.reader import SlurmReader
+from synergy_slurm.slurm.writer import Shape, SlurmWriter
 
-from ..slurm.helpers import job_fields, submit
+from ..slurm.helpers import job_fields, submit, wait_file
 from .conftest import load
 
 pytestmark = pytest.mark.slurm
@@ -89,3 +91,28 @@ def test_an_admins_hold_on_a_job_the_hook_still_holds_is_left_to_the_admin(env):
         ctl.run_round()
     assert ctl.release_held() == []
     assert_still_held(env, jid, "JobHeldAdmin")
+
+
+def test_a_requeue_that_fails_leaves_no_job_held(env):
+    """Issue 43, item 5: the requeue stops the job, then the reshape fails (here: the job
+    is not PENDING within the wait, and the shape asks for more cores than a node has).
+    The job must not stay held: released at once, or by the next rounds."""
+    cli, tmp = env["cli"], env["tmp"]
+    out = tmp / "rq"
+    jid = submit(cli, 'echo "restarts=${SLURM_RESTART_COUNT:-0}"; sleep 300', "--gpus=1",
+                 "--cpus-per-gpu=2", "--requeue", "--time=60", "--open-mode=append",
+                 "-o", str(out), tmp=tmp)
+    wait_file(out, "restarts=0")
+    job = SlurmReader(cli).snapshot().job(jid)
+    assert job is not None and job.running
+    with pytest.raises(SlurmError):
+        SlurmWriter(cli, enforce=True).requeue_reshape(job, Shape(100, 1000), timeout_s=0)
+    ctl = Controller(load(env))
+    deadline = time.monotonic() + 60
+    fields = job_fields(cli, jid)
+    while time.monotonic() < deadline and fields.get("Priority") == "0":
+        ctl.run_round()
+        time.sleep(0.5)
+        fields = job_fields(cli, jid)
+    assert fields.get("Priority") != "0", fields
+    assert "synergy.held=0" in fields.get("AdminComment", ""), fields
