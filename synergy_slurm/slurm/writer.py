@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 
 from .commands import SlurmCLI, SlurmError, safe_arg
 from .model import SlurmJob
-from .parse import parse_kv_line, per_gpu_value
+from .parse import per_gpu_value
+from .squeue_text import job_fields_args, new_token, parse_job_fields
 from .units import size_mb, tres_items
 
 log = logging.getLogger(__name__)
@@ -159,8 +160,13 @@ class SlurmWriter:
         return fields
 
     def read(self, job_id: int) -> dict[str, str]:
-        out = self.cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
-        records = [parse_kv_line(line) for line in out.strip().splitlines()]
+        """The job's state, reason, allocation and per-GPU shape under scontrol's keys
+        (JobId, JobState, Reason, AllocTRES, CpusPerTres, MemPerTres), read from ``squeue``
+        between tokens drawn for this read: ``scontrol show job -o`` text lets a job's name
+        or comment rewrite them (``squeue_text.WRITER_FIELDS``)."""
+        token = new_token()
+        out = self.cli.run("squeue", job_fields_args(job_id, token))
+        records = parse_job_fields(out, token)
         if not records:
             raise SlurmError(f"job {job_id} not found")
         # An array's id lists every task's record: the one with this very id is the

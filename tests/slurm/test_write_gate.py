@@ -11,6 +11,8 @@ from synergy_slurm.slurm.commands import SlurmCLI, SlurmError
 from synergy_slurm.slurm.model import SlurmJob
 from synergy_slurm.slurm.writer import MUTATING_VERBS, NotEnforcing, Shape, SlurmWriter
 
+from .helpers import squeue_fields_answer
+
 
 class Recorder(SlurmCLI):
     def __init__(self) -> None:
@@ -60,9 +62,10 @@ class Scripted(Recorder):
 
     def run(self, command, args, timeout_s=None, input_text=None):  # type: ignore[override]
         self.sent.append((command, list(args)))
-        if args[:2] == ["show", "job"]:
-            return (f"JobId=5 JobName=x JobState={self.state} Reason=JobHeldUser "
-                    "CpusPerTres=gres:gpu:3 MemPerTres=gres:gpu:1000\n")
+        if command == "squeue":      # the writer's read-back
+            return squeue_fields_answer(args, JobId="5", JobState=self.state,
+                                        Reason="JobHeldUser", CpusPerTres="gres:gpu:3",
+                                        MemPerTres="gres:gpu:1000")
         for verb, prefix in self.fail:
             if args[0] == verb and any(a.startswith(prefix) for a in args[1:]):
                 raise SlurmError(f"simulated {verb} failure", [command, *args], 1)
@@ -75,7 +78,7 @@ def running(admin: str = "synergy.managed=1,synergy.profile=alexnet") -> SlurmJo
 
 
 def mutations(cli: Recorder) -> list[list[str]]:
-    return [a for c, a in cli.sent if c == "scontrol" and a[0] != "show"]
+    return [a for c, a in cli.sent if c == "scontrol"]
 
 
 @pytest.mark.parametrize("fail, state", [({("update", "TresPerJob")}, "PENDING"),
