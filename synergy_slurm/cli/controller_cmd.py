@@ -15,6 +15,7 @@ from ..controller.daemon import Controller, RoundResult
 from ..controller.replay import replay
 from ..controller.state import StateStore
 from ..controller.status import explain_job, select, status_lines
+from ..owndir import check_target
 from ..slurm import recording
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.writer import Shape
@@ -108,6 +109,7 @@ def snapshot_cmd(config_path, directory: Path) -> None:
     """
     cfg = config_or_exit(config_path)
     writable_dir(directory, "DIRECTORY")      # before Slurm is read
+    check_target(directory)
     try:
         written = recording.save(SlurmCLI.for_config(cfg.slurm), directory)
     except SlurmError as exc:
@@ -136,8 +138,8 @@ def replay_cmd(config_path, fmt, directory: Path) -> None:
     saved.
 
     \b
-      synergy controller snapshot /tmp/snap
-      synergy controller replay /tmp/snap --config new-synergy.toml
+      synergy controller snapshot ~/snap
+      synergy controller replay ~/snap --config new-synergy.toml
     """
     cfg = config_or_exit(config_path)
     saved = recording.load(directory)

@@ -243,7 +243,7 @@ def squeue_args(token: str, states: Sequence[str]) -> list[str]:
 WRITER_FIELDS: tuple[tuple[str, str], ...] = (
     ("JobID", "JobId"), ("State", "JobState"), ("Reason", "Reason"),
     ("tres-alloc", "AllocTRES"), ("cpus-per-tres", "CpusPerTres"),
-    ("mem-per-tres", "MemPerTres"),
+    ("mem-per-tres", "MemPerTres"), ("NumCPUs", "NumCPUs"),
 )
 
 

@@ -21,12 +21,14 @@ def test_every_field_is_asked_for_with_the_token_and_one_job_id():
 
 def test_records_map_to_scontrols_keys_and_unset_values_are_empty():
     raw = (line("7", "RUNNING", "None", "cpu=12,mem=96G,gres/gpu=1", "gres:gpu:12",
-                "gres:gpu:98304")
-           + line("8", "PENDING", "Memory resize to 2000MB failed", "N/A", "N/A", "N/A"))
+                "gres:gpu:98304", "12")
+           + line("8", "PENDING", "Memory resize to 2000MB failed", "N/A", "N/A", "N/A",
+                "1"))
     first, second = parse_job_fields(raw, TOKEN)
     assert first == {"JobId": "7", "JobState": "RUNNING", "Reason": "",
                      "AllocTRES": "cpu=12,mem=96G,gres/gpu=1",
-                     "CpusPerTres": "gres:gpu:12", "MemPerTres": "gres:gpu:98304"}
+                     "CpusPerTres": "gres:gpu:12", "MemPerTres": "gres:gpu:98304",
+                     "NumCPUs": "12"}
     assert second["Reason"] == "Memory_resize_to_2000MB_failed"
     assert second["CpusPerTres"] == second["AllocTRES"] == ""
 
