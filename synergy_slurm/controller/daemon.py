@@ -45,6 +45,7 @@ from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
+from ..slurm.access import Access, read_access
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.limits import SiteLimits
 from ..slurm.model import SlurmJob, Snapshot
@@ -96,6 +97,7 @@ from .usage import (
     suspect_caps,
     verdicts,
 )
+from .views import view_dir, write_views
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,6 +182,10 @@ class Controller:
         self._shrink_refused: set[int] = set()
         # When the site's limits were read, and what they were (see _site_limits).
         self._site: tuple[float, SiteLimits | None] | None = None
+        # Who may see every job (PrivateData, admins), and when it was read: the views.
+        self.read_access: Callable[[], Access] = lambda: read_access(self.cli)
+        self._access: tuple[float, Access] | None = None
+        self._views_warned = False
 
     def capabilities(self) -> Capabilities:
         """What this Slurm allows, worked out at the first round that can read it (logged
@@ -202,6 +208,7 @@ class Controller:
         (SIGHUP)."""
         self._caps = None
         self._site = None
+        self._access = None
         self._shrink_refused.clear()
 
     # -- inputs ---------------------------------------------------------------------------
@@ -255,7 +262,9 @@ class Controller:
             ctx.profiles = self.profiles()
         self._plan(ctx)
         self._act(ctx)
-        return self._record(ctx)
+        result = self._record(ctx)
+        self._side_step("views", None, self._write_views, ctx)
+        return result
 
     def _side_step(self, name: str, failed: T, step: Callable[[RoundContext], T],
                    ctx: RoundContext) -> T:
@@ -630,6 +639,24 @@ class Controller:
                  len(ctx.snap.jobs), len(ctx.managed), len(ctx.actions), ctx.errors, duration)
         return RoundResult(ctx.rid, ctx.actions, ctx.results, ctx.errors, duration,
                            len(ctx.managed), ctx.skipped, ctx.events)
+
+    def _write_views(self, ctx: RoundContext) -> None:
+        """What each user may read of this round (``views.py``), by Slurm's rule read at
+        most once per ``LIMITS_MAX_AGE_S`` (while it cannot be read: jobs private)."""
+        if self.state.path == Path(":memory:"):
+            return
+        if self._access is None or ctx.now - self._access[0] >= LIMITS_MAX_AGE_S:
+            try:
+                self._access = (ctx.now, self.read_access())
+            except SlurmError as exc:
+                log.warning("cannot read PrivateData and admins (%s): views kept private",
+                            exc)
+                self._access = (ctx.now, Access())
+        missed = write_views(self.state, view_dir(self.state.path), self._access[1])
+        if missed and not self._views_warned:
+            self._views_warned = True
+            log.warning("no status view written for %s (only root can give a user their "
+                        "own; see docs/controller.md)", ", ".join(missed[:5]))
 
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,
