@@ -263,6 +263,8 @@ class Controller:
         self._plan(ctx)
         self._act(ctx)
         result = self._record(ctx)
+        if self.mode == "enforce":
+            self._side_step("tags", None, self._clear_stale_tags, ctx)
         self._side_step("views", None, self._write_views, ctx)
         return result
 
@@ -639,6 +641,16 @@ class Controller:
                  len(ctx.snap.jobs), len(ctx.managed), len(ctx.actions), ctx.errors, duration)
         return RoundResult(ctx.rid, ctx.actions, ctx.results, ctx.errors, duration,
                            len(ctx.managed), ctx.skipped, ctx.events)
+
+    def _clear_stale_tags(self, ctx: RoundContext) -> None:
+        """A job tagged as held by synergy that is no longer held (its user released the
+        hook's hold early, or an admin released theirs) loses the tag, so that a later
+        hold by its user is never taken for synergy's (docs/controller.md, Holds)."""
+        for job in ctx.snap.jobs:
+            if job.tags.get("held") == "1" and not (job.pending and job.priority == 0):
+                log.info("job %d: released by someone else; clearing synergy's held tag",
+                         job.job_id)
+                self.writer.clear_held_tag(job)
 
     def _write_views(self, ctx: RoundContext) -> None:
         """What each user may read of this round (``views.py``), by Slurm's rule read at

@@ -74,6 +74,10 @@ class FakeWriter:
             with contextlib.suppress(SlurmError):
                 self._do("untag", job.job_id)
 
+    def clear_held_tag(self, job: SlurmJob) -> None:
+        with contextlib.suppress(SlurmError):
+            self._do("untag", job.job_id)
+
     def requeue_reshape(self, job: SlurmJob, shape: Shape) -> None:
         self._do("requeue", job.job_id, shape)
 

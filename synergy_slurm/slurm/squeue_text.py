@@ -256,14 +256,17 @@ def job_fields_args(job_id: int, token: str) -> list[str]:
 
 def parse_job_fields(raw: str, token: str) -> list[dict[str, str]]:
     """Each record as ``{scontrol key: value}``; a record that does not hold every field
-    is dropped. Unset values are empty; a reason's spaces become ``_``, as scontrol shows
-    them (``Memory_resize_to_..._failed``)."""
+    is dropped. Unset values are empty; a state under a flag is its base state, as the
+    text reader reads it (``REQUEUE_HOLD``: PENDING; ``COMPLETING`` stays: a requeued
+    job is not pending until it has completed); a reason's spaces become ``_``, as
+    scontrol shows them (``Memory_resize_to_..._failed``)."""
     out = []
     for record in raw.split(token + "E"):
         values = record.lstrip("\n").split(token)
         if len(values) != len(WRITER_FIELDS):
             continue
         rec = {key: _opt(v.strip()) for (_, key), v in zip(WRITER_FIELDS, values, strict=True)}
+        rec["JobState"] = _FLAG_BASE.get(rec["JobState"], rec["JobState"])
         rec["Reason"] = rec["Reason"].replace(" ", "_")
         out.append(rec)
     return out

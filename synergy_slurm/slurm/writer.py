@@ -234,6 +234,12 @@ class SlurmWriter:
         self.mutate(["update", f"JobId={int(job.job_id)}", f"AdminComment={tagged}"])
         return replace(job, admin_comment=tagged)
 
+    def clear_held_tag(self, job: SlurmJob) -> None:
+        """Turn ``synergy.held=1`` into ``synergy.held=0`` on a job someone else released
+        (its user may release the hook's hold early): left set, a later hold of theirs
+        would look like synergy's. Logged, never raised."""
+        self._untag(job)
+
     def _untag(self, job: SlurmJob) -> None:
         try:
             self.mutate(["update", f"JobId={int(job.job_id)}",

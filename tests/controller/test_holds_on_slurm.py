@@ -116,3 +116,22 @@ def test_a_requeue_that_fails_leaves_no_job_held(env):
         fields = job_fields(cli, jid)
     assert fields.get("Priority") != "0", fields
     assert "synergy.held=0" in fields.get("AdminComment", ""), fields
+
+
+def test_a_users_hold_after_they_released_the_hooks_hold_early_is_theirs(env):
+    """The owner may release the hook's hold before the controller does (it shows as
+    theirs); the next round clears synergy's tag, so the hold they put on later is never
+    taken for synergy's."""
+    fresh_table(env)
+    cli, tmp = env["cli"], env["tmp"]
+    jid = submit(cli, "true", "--gpus=1", "--comment=synergy:profile=alexnet",
+                 "--begin=now+3600", "-o", "/dev/null", tmp=tmp)
+    cli.run("scontrol", ["release", str(jid)])          # released early, not by synergy
+    ctl = Controller(load(env))
+    ctl.run_round()
+    assert "synergy.held=0" in job_fields(cli, jid)["AdminComment"]
+    cli.run("scontrol", ["uhold", str(jid)])
+    for _ in range(3):
+        ctl.run_round()
+    assert ctl.release_held() == []
+    assert_still_held(env, jid, "JobHeldUser")

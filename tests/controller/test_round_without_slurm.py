@@ -92,6 +92,18 @@ def test_observe_plans_and_records_but_sends_nothing(tmp_path, profiles_path):
     assert not (tmp_path / TABLE_NAME).exists()       # only an enforcing controller holds
 
 
+@pytest.mark.parametrize("mode, calls", [("enforce", [("untag", 7)]), ("observe", [])])
+def test_a_job_released_by_someone_else_loses_synergys_held_tag(tmp_path, profiles_path,
+                                                                 mode, calls):
+    """Its user released the hook's hold early and it runs: the tag goes (enforce only),
+    so a later hold of the user's is never taken for synergy's (issue 43, item 3)."""
+    ran = job(7, state="RUNNING", priority=100, reason="None", nodes=("n1",),
+              alloc=(NodeAlloc("n1", 3, 62500, 1),))
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(ran), mode=mode)
+    ctl.run_round()
+    assert [c for c in writer.calls if c[0] == "untag"] == calls
+
+
 def test_a_held_job_it_does_not_manage_is_released(tmp_path, profiles_path):
     stray = job(6, gpus_per_job=None, gpus_per_task=1, gpus=2, num_tasks=2, comment="")
     ctl, writer = controller(tmp_path, profiles_path, snapshot(stray))

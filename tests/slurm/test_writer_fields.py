@@ -33,5 +33,11 @@ def test_records_map_to_scontrols_keys_and_unset_values_are_empty():
     assert second["CpusPerTres"] == second["AllocTRES"] == ""
 
 
+def test_a_state_under_a_flag_is_its_base_state_and_completing_stays():
+    raw = line("9", "REQUEUE_HOLD", "", "", "", "", "1") + line("10", "COMPLETING", "", "",
+                                                               "", "", "1")
+    assert [r["JobState"] for r in parse_job_fields(raw, TOKEN)] == ["PENDING", "COMPLETING"]
+
+
 def test_a_record_missing_fields_is_dropped():
     assert parse_job_fields("7" + TOKEN + "RUNNING" + TOKEN + "E\n", TOKEN) == []
