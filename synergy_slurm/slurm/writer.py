@@ -204,8 +204,10 @@ class SlurmWriter:
             raise
         try:
             self._reshape_requeued(job, shape, timeout_s)
-        finally:
-            self._release_after_requeue(mine)
+        except BaseException:
+            self._release_after_failure(mine)
+            raise
+        self.release_own(mine)   # raises if it fails: the next round releases it
 
     def _reshape_requeued(self, job: SlurmJob, shape: Shape, timeout_s: float) -> None:
         self.wait_state(job.job_id, "PENDING", timeout_s)
@@ -217,9 +219,10 @@ class SlurmWriter:
         self.mutate(["update", *args, "StartTime=now"])
         self.verify(job, shape)
 
-    def _release_after_requeue(self, job: SlurmJob) -> None:
-        """Release the requeued job whatever happened to its new shape; a release that
-        fails is logged and left to the next round (the job carries synergy's tag)."""
+    def _release_after_failure(self, job: SlurmJob) -> None:
+        """Release a requeued job whose new shape failed (it runs as it was); a release
+        that fails too is logged and left to the next round (the job carries synergy's
+        tag), and the first failure is what the caller sees."""
         try:
             self.release_own(job)
         except (SlurmError, ValueError) as exc:

@@ -135,3 +135,26 @@ def test_a_users_hold_after_they_released_the_hooks_hold_early_is_theirs(env):
         ctl.run_round()
     assert ctl.release_held() == []
     assert_still_held(env, jid, "JobHeldUser")
+
+
+def test_a_requeued_job_left_held_is_released_by_the_fail_safe(env):
+    """Where even the release after a failed requeue fails (slurmctld gone for a moment),
+    synergy's tag, set before the requeue, makes the job one the fail-safe releases: a
+    requeue hold shows as the user's (JobHeldUser), never as an admin's."""
+    cli, tmp = env["cli"], env["tmp"]
+    out = tmp / "rq"
+    jid = submit(cli, 'echo "restarts=${SLURM_RESTART_COUNT:-0}"; sleep 300', "--gpus=1",
+                 "--requeue", "--time=60", "-o", str(out), tmp=tmp)
+    wait_file(out, "restarts=0")
+    job = SlurmReader(cli).snapshot().job(jid)
+    assert job is not None
+    writer = SlurmWriter(cli, enforce=True)
+    writer._tag_held(job)                             # what requeue_reshape does first
+    writer.mutate(["requeuehold", str(jid)])          # ... and no release after it
+    writer.wait_state(jid, "PENDING", 60)
+    left = SlurmReader(cli).snapshot().job(jid)
+    assert left is not None and left.held_by_synergy, left
+    out = CliRunner().invoke(main, ["hook", "failsafe", "--config", str(env["cfg_path"])])
+    assert out.exit_code == 0 and f"released {jid}" in out.output, out.output
+    fields = job_fields(cli, jid)
+    assert fields["Priority"] != "0" and "synergy.held=0" in fields["AdminComment"], fields

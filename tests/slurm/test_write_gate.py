@@ -115,3 +115,10 @@ def test_a_refused_requeue_clears_the_tag_it_set():
     assert mutations(cli) == [["update", "JobId=5", "AdminComment=synergy.held=1"],
                               ["requeuehold", "5"],
                               ["update", "JobId=5", "AdminComment=synergy.held=0"]]
+
+
+def test_a_requeue_whose_release_fails_is_not_reported_done(monkeypatch):
+    monkeypatch.setattr("synergy_slurm.slurm.writer.time.sleep", lambda s: None)
+    cli = Scripted({("release", "5")})
+    with pytest.raises(SlurmError, match="release"):
+        SlurmWriter(cli, enforce=True).requeue_reshape(running(), Shape(3, 1000))
