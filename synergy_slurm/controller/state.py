@@ -159,13 +159,21 @@ class StateStore:
     def recent_actions(self, per_job: int = 5) -> list[dict[str, Any]]:
         """The last ``per_job`` actions of every job in the jobs table, oldest first (one
         query: what the status views hold)."""
+        # Ordered by job, newest first, and cut in Python: measured twice as fast as
+        # SQLite's window function here (benchmarks/status_views.py).
         cur = self.db.execute(
             "SELECT round, ts, job_id, user, action, before, after, reason, result FROM "
-            "(SELECT *, row_number() OVER (PARTITION BY job_id ORDER BY ts DESC) AS n "
-            " FROM actions WHERE job_id IN (SELECT job_id FROM jobs WHERE state IS NOT NULL))"
-            " WHERE n <= ? ORDER BY ts", (per_job,))
+            "actions WHERE job_id IN (SELECT job_id FROM jobs WHERE state IS NOT NULL) "
+            "ORDER BY job_id, ts DESC")
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur]
+        out: list[dict[str, Any]] = []
+        last, n = None, 0
+        for row in cur:
+            n = n + 1 if row[2] == last else 1
+            last = row[2]
+            if n <= per_job:
+                out.append(dict(zip(names, row, strict=True)))
+        return sorted(out, key=lambda a: a["ts"])
 
     def last_round(self) -> dict[str, Any] | None:
         """The last finished round, failed or not (a failed one has ``error`` set)."""

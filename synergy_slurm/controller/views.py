@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import pwd
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,19 +75,36 @@ class StatusView:
                 "profiling": self.profiles, "suspects": self.marks}
 
 
-def view_of(store: StateStore, users: Iterable[str] | None) -> StatusView:
-    """The rows of ``users`` (None: everyone's)."""
-    keep = None if users is None else set(users)
+def view_of(store: StateStore) -> StatusView:
+    """Everyone's rows, read once."""
+    return StatusView(store.last_round(), store.jobs(),
+                      store.recent_actions(ACTIONS_PER_JOB), store.profiling(),
+                      store.suspects())
 
-    def mine(row: dict[str, Any]) -> bool:
-        return keep is None or row.get("user") in keep
 
-    rows = [r for r in store.jobs() if mine(r)]
-    ids = {r["job_id"] for r in rows}
-    actions = [a for a in store.recent_actions(ACTIONS_PER_JOB) if a["job_id"] in ids]
-    return StatusView(store.last_round(), rows, actions,
-                      {k: r for k, r in store.profiling().items() if mine(r)},
-                      [m for m in store.suspects() if mine(m)])
+def by_user(everyone: StatusView) -> dict[str, StatusView]:
+    """Each user's part of ``everyone`` (their jobs and those jobs' actions, their
+    profiling jobs and marks), in one pass."""
+    out: dict[str, StatusView] = {}
+
+    def of(user: str) -> StatusView:
+        return out.setdefault(user, StatusView(everyone.last))
+
+    owner = {}
+    for r in everyone.rows:
+        if r.get("user"):
+            of(r["user"]).rows.append(r)
+            owner[r["job_id"]] = r["user"]
+    for a in everyone.actions:
+        if a["job_id"] in owner:
+            of(owner[a["job_id"]]).actions.append(a)
+    for key, p in everyone.profiles.items():
+        if p.get("user"):
+            of(p["user"]).profiles[key] = p
+    for m in everyone.marks:
+        if m.get("user"):
+            of(m["user"]).marks.append(m)
+    return out
 
 
 def write_views(store: StateStore, where: Path, access: Access) -> list[str]:
@@ -96,14 +112,13 @@ def write_views(store: StateStore, where: Path, access: Access) -> list[str]:
     own view could not be written (no such user here, or not root)."""
     where.mkdir(mode=0o711, parents=True, exist_ok=True)
     os.chmod(where, 0o711)
-    everyone = view_of(store, None)
+    everyone = view_of(store)
     _write(where / ROUND, {"last_round": everyone.last}, 0o644)
     _write(where / ALL, everyone.as_dict(), 0o600 if access.jobs_private else 0o644)
     if not access.jobs_private:
         return []
-    users = {r["user"] for r in [*everyone.rows, *everyone.profiles.values(),
-                                 *everyone.marks] if r.get("user")}
-    users |= set(access.admins)
+    views = by_user(everyone)
+    users = set(views) | set(access.admins)
     per_user = where / USERS
     per_user.mkdir(mode=0o711, exist_ok=True)
     os.chmod(per_user, 0o711)
@@ -111,7 +126,7 @@ def write_views(store: StateStore, where: Path, access: Access) -> list[str]:
     for user in sorted(users):
         try:
             uid = pwd.getpwnam(user).pw_uid
-            view = everyone if user in access.admins else view_of(store, [user])
+            view = everyone if user in access.admins else views[user]
             _write(per_user / f"{user}.json", view.as_dict(), 0o400, uid)
         except (KeyError, PermissionError):
             missed.append(user)
@@ -126,7 +141,7 @@ def _write(path: Path, doc: dict[str, Any], mode: int, owner: int | None = None)
                  0o600)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh)
+            fh.write(json.dumps(doc))     # the C encoder; json.dump streams in Python
             os.fchmod(fh.fileno(), mode)
             if owner is not None:
                 os.fchown(fh.fileno(), owner, -1)
