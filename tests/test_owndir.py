@@ -113,6 +113,14 @@ def test_the_dev_cluster_refuses_a_state_directory_another_user_made(tmp_path):
     assert list(spec.state_dir.iterdir()) == []
 
 
+def wait_cmdline(pid: int, needle: bytes) -> None:
+    """Until the child has exec'd its program (before, /proc shows the parent's)."""
+    deadline = time.monotonic() + 10
+    while needle not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, f"{pid} never showed {needle!r}"
+        time.sleep(0.02)
+
+
 def test_the_dev_clusters_pid_check_never_takes_a_process_it_did_not_start(tmp_path):
     """A pid file in the cluster's run directory naming a slurmctld that is not this
     cluster's (here a stand-in with that name) must not make it a target: before, the
@@ -123,10 +131,7 @@ def test_the_dev_clusters_pid_check_never_takes_a_process_it_did_not_start(tmp_p
     (spec.state_dir / "run").mkdir(parents=True)
     proc = subprocess.Popen(["bash", "-c", "exec -a /usr/sbin/slurmctld sleep 60"])
     try:
-        deadline = time.monotonic() + 5
-        while b"slurmctld" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes() \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_cmdline(proc.pid, b"slurmctld")
         pid_file = cluster.pid_files(spec)["slurmctld"]
         pid_file.write_text(f"{proc.pid}\n")
         assert cluster._our_pid(pid_file, spec) is None
@@ -144,6 +149,7 @@ def test_the_dev_clusters_pid_check_takes_its_own_daemon(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-f",
                              str(spec.conf_path)])
     try:
+        wait_cmdline(proc.pid, str(spec.conf_path).encode())
         pid_file = cluster.pid_files(spec)["slurmctld"]
         pid_file.write_text(f"{proc.pid}\n")
         assert cluster._our_pid(pid_file, spec) == proc.pid
