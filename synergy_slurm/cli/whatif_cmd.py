@@ -15,6 +15,7 @@ import click
 from ..controller.usage import rule_of
 from ..core import ALLOCATOR_NAMES, ClusterState, Profile
 from ..core.pools import Pool, merged
+from ..owndir import check_target, own_dir
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import Skipped
 from ..slurm.parse import ParseError
@@ -165,7 +166,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
 
     \b
     Examples:
-      synergy whatif -S 2026-11-01 -E 2026-12-01 --report /tmp/whatif
+      synergy whatif -S 2026-11-01 -E 2026-12-01 --report ~/whatif-nov
       sacct -a -D --json -S 2026-11-01 > nov.json; synergy whatif --from nov.json \\
           --servers 16 --rule 'name:^bert=transformer' --format json
     """
@@ -174,6 +175,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         check_server(gpus_per_server, cpus_per_server)
     if report_dir is not None:
         writable_dir(report_dir, "--report")
+        check_target(report_dir)
     try:
         parsed_rules = [Rule.parse(r) for r in (*rules, *cfg.whatif.rules)]
     except HistoryError as exc:
@@ -211,7 +213,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     doc.update(report.forecast_section(outcome, rp, built, mix))
     doc.update(report.first_screen(doc, rp, cluster, release is not None))
     if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
+        own_dir(report_dir)     # checked before the replay; made here, or the caller's own
         for path in report.write_html(doc, outcome, report_dir / "report.html", used):
             click.echo(f"wrote {path}", err=True)
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))

@@ -45,6 +45,7 @@ from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
+from ..slurm.access import Access, read_access
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.limits import SiteLimits
 from ..slurm.model import SlurmJob, Snapshot
@@ -96,6 +97,7 @@ from .usage import (
     suspect_caps,
     verdicts,
 )
+from .views import view_dir, write_views
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,6 +182,10 @@ class Controller:
         self._shrink_refused: set[int] = set()
         # When the site's limits were read, and what they were (see _site_limits).
         self._site: tuple[float, SiteLimits | None] | None = None
+        # Who may see every job (PrivateData, admins), and when it was read: the views.
+        self.read_access: Callable[[], Access] = lambda: read_access(self.cli)
+        self._access: tuple[float, Access] | None = None
+        self._views_warned = False
 
     def capabilities(self) -> Capabilities:
         """What this Slurm allows, worked out at the first round that can read it (logged
@@ -202,6 +208,7 @@ class Controller:
         (SIGHUP)."""
         self._caps = None
         self._site = None
+        self._access = None
         self._shrink_refused.clear()
 
     # -- inputs ---------------------------------------------------------------------------
@@ -255,7 +262,11 @@ class Controller:
             ctx.profiles = self.profiles()
         self._plan(ctx)
         self._act(ctx)
-        return self._record(ctx)
+        result = self._record(ctx)
+        if self.mode == "enforce":
+            self._side_step("tags", None, self._clear_stale_tags, ctx)
+        self._side_step("views", None, self._write_views, ctx)
+        return result
 
     def _side_step(self, name: str, failed: T, step: Callable[[RoundContext], T],
                    ctx: RoundContext) -> T:
@@ -565,14 +576,14 @@ class Controller:
             return Outcome(Result.ERROR, f"a {a.kind} action without a shape")
         try:
             if a.kind == RELEASE or after is None:
-                self.writer.release(job.job_id)
+                self.writer.release_own(job)
             elif a.kind == SHAPE_RELEASE:
                 try:
                     self.writer.reshape_pending(job, after)
                 finally:
                     # Never leave a job held because shaping it failed: it then runs as
                     # submitted (GPU-proportional defaults).
-                    self.writer.release(job.job_id)
+                    self.writer.release_own(job)
             elif a.kind in (RAISE, LOWER):
                 self.writer.reshape_pending(job, after)
             elif a.kind == REQUEUE:
@@ -636,6 +647,34 @@ class Controller:
                  len(ctx.snap.jobs), len(ctx.managed), len(ctx.actions), ctx.errors, duration)
         return RoundResult(ctx.rid, ctx.actions, ctx.results, ctx.errors, duration,
                            len(ctx.managed), ctx.skipped, ctx.events)
+
+    def _clear_stale_tags(self, ctx: RoundContext) -> None:
+        """A job tagged as held by synergy that is no longer held (its user released the
+        hook's hold early, or an admin released theirs) loses the tag, so that a later
+        hold by its user is never taken for synergy's (docs/controller.md, Holds)."""
+        for job in ctx.snap.jobs:
+            if job.tags.get("held") == "1" and not (job.pending and job.priority == 0):
+                log.info("job %d: released by someone else; clearing synergy's held tag",
+                         job.job_id)
+                self.writer.clear_held_tag(job)
+
+    def _write_views(self, ctx: RoundContext) -> None:
+        """What each user may read of this round (``views.py``), by Slurm's rule read at
+        most once per ``LIMITS_MAX_AGE_S`` (while it cannot be read: jobs private)."""
+        if self.state.path == Path(":memory:"):
+            return
+        if self._access is None or ctx.now - self._access[0] >= LIMITS_MAX_AGE_S:
+            try:
+                self._access = (ctx.now, self.read_access())
+            except SlurmError as exc:
+                log.warning("cannot read PrivateData and admins (%s): views kept private",
+                            exc)
+                self._access = (ctx.now, Access())
+        missed = write_views(self.state, view_dir(self.state.path), self._access[1])
+        if missed and not self._views_warned:
+            self._views_warned = True
+            log.warning("no status view written for %s (only root can give a user their "
+                        "own; see docs/controller.md)", ", ".join(missed[:5]))
 
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,

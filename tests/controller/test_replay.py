@@ -56,7 +56,7 @@ def test_a_replay_lists_the_plan_and_the_changes_and_writes_nothing(snapshot_dir
                                "before": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
                                "after": {"cpus_per_gpu": 12, "mem_per_gpu_mb": 125000},
                                "reason": "ideal share, speedup 2.94x"}]
-    assert out["slurm_changes"] == ["reshape 4 12c/125000MB", "release 4"]
+    assert out["slurm_changes"] == ["reshape 4 12c/125000MB", "release 4", "untag 4"]
     # The site's state, audit log, hook table and profile store: none written.
     assert not (tmp_path / "site-state").exists()
     text = CliRunner().invoke(main, ["controller", "replay", "--config", str(site_config),
