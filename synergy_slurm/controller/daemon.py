@@ -39,8 +39,9 @@ from ..core import (
     pick_profile,
     usable_profiles,
 )
-from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, type_order
+from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools
 from ..core.usage import capped_limit
+from ..decide import by_pool
 from ..hook.export import build_table, table_path
 from ..hook.table import TableError
 from ..profiles import load_profiles
@@ -326,11 +327,7 @@ class Controller:
         """Plan every managed partition's pool, by GPU type (``core.plan_pools``: each into
         its nodes less what earlier pools took, the requeue budget shared). Returns the
         merged plan and the actions."""
-        groups: list[tuple[Pool, str | None, list[SlurmJob]]] = []
-        for pool in found:
-            in_pool = [j for j in managed if j.home_partition == pool.partition]
-            for gpu_type in type_order(j.gpu_type for j in in_pool):
-                groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
+        groups = by_pool(found, managed, lambda j: (j.home_partition, j.gpu_type))
         caps = self._limits(groups, snap, can_lower, now)
         suspect = suspect_caps(self.state)
         # A refused job is remembered while it runs only.

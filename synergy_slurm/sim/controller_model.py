@@ -47,9 +47,9 @@ from ..core import (
 from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
 from ..core.plan import How
-from ..core.pools import Pool, PoolJobs, plan_pools, type_order
+from ..core.pools import Pool, PoolJobs, plan_pools
 from ..core.usage import UsageSample, busy_share, judge, marks_after
-from ..decide import Change, PendingView, Step, reconcile
+from ..decide import Change, PendingView, Step, by_pool, reconcile
 from .trace import TraceJob
 
 # A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
@@ -491,35 +491,26 @@ class _Model:
         if self.cfg.usage is not None:
             self._watch(t)
         holdings = self._holdings()
-        # One pass over the jobs: each pool's pending (held, or in Slurm's queue) and
-        # running ones, by GPU type.
-        pending: dict[tuple[str, str | None], list[_Run]] = {}
-        running: dict[tuple[str, str | None], list[_Run]] = {}
-        for r in self.waiting.values():
-            if (r.held or r.trace.job_id in self.visible) and _change(r) is not Change.LEAVE:
-                pending.setdefault((r.pool.partition, r.trace.gpu_type or None), []).append(r)
+        # Each pool's pending jobs (held, or in Slurm's queue) and running ones synergy
+        # manages, by GPU type, grouped as the controller groups them (decide.by_pool).
+        jobs = [(r, False) for r in self.waiting.values()
+                if (r.held or r.trace.job_id in self.visible) and _change(r) is not Change.LEAVE]
         if self.rule.budget or self.cfg.shrink_memory:
-            for r in self.running.values():
-                running.setdefault((r.pool.partition, r.trace.gpu_type or None),
-                                   []).append(r)
+            jobs += [(r, True) for r in self.running.values() if _change(r) is not Change.LEAVE]
         groups: list[PoolJobs] = []
-        for pool in self.pools:
-            here = pool.with_reserved(holdings)
-            keys = {k for k in (*pending, *running) if k[0] == pool.partition}
-            for gpu_type in type_order(k[1] for k in keys):
-                on = running.get((pool.partition, gpu_type), [])
-                # What the model knows of each running job: a fixed outcome (a history's
-                # job that failed or was cancelled) is never requeued, nor one that did
-                # not opt in where opting in is asked for; any may be shrunk where the
-                # replay lowers memory. The core decides the rest (reshape_candidates).
-                held = [(self._spec(r, t, may_requeue=bool(self.rule.budget)
-                                    and not r.trace.fixed_s
-                                    and (r.trace.requeue_ok or not self.cfg.requeue_opt_in),
-                                    may_shrink=self.cfg.shrink_memory), r.alloc)
-                        for r in on if r.alloc is not None]
-                groups.append(PoolJobs(here, gpu_type, [
-                    self._spec(r, t) for r in pending.get((pool.partition, gpu_type), [])],
-                    held))
+        for pool, gpu_type, mine in by_pool(self.pools, jobs, lambda rj: (
+                rj[0].pool.partition, rj[0].trace.gpu_type or None)):
+            # What the model knows of each running job: a fixed outcome (a history's job
+            # that failed or was cancelled) is never requeued, nor one that did not opt in
+            # where opting in is asked for; any may be shrunk where the replay lowers
+            # memory. The core decides the rest (reshape_candidates).
+            held = [(self._spec(r, t, may_requeue=bool(self.rule.budget)
+                                and not r.trace.fixed_s
+                                and (r.trace.requeue_ok or not self.cfg.requeue_opt_in),
+                                may_shrink=self.cfg.shrink_memory), r.alloc)
+                    for r, on in mine if on and r.alloc is not None]
+            groups.append(PoolJobs(pool.with_reserved(holdings), gpu_type,
+                                   [self._spec(r, t) for r, on in mine if not on], held))
         last = {r.trace.job_id: r.requeued_at for r in self.running.values()}
         for pp in plan_pools(groups, self.policy, self.allocator, self.rule, last, t):
             if pp.round is None:
@@ -536,8 +527,7 @@ class _Model:
         (``decide.reconcile``): a held one gets its share and is released; a visible one
         is raised, and lowered only where Slurm honours it. A job whose profile is unknown
         keeps the share it has (``decide.Change.RELEASE``)."""
-        got = reconcile(PendingView(run.held, run.share, True, _change(run) is Change.RELEASE),
-                        share, self.cfg.lowers_pending)
+        got = reconcile(_view(run), share, self.cfg.lowers_pending)
         if got is None or got.step is Step.CANNOT:
             return
         run.share = got.after
@@ -603,6 +593,14 @@ class _Model:
 
 
 _NOTHING = Resources()
+
+
+def _view(run: _Run) -> PendingView:
+    """A pending job as the reconcile rule sees it: its request names its cores where the
+    history gave it its own share or synergy's hook shaped it (a known profile)."""
+    unknown = _change(run) is Change.RELEASE
+    return PendingView(run.held, run.share, run.trace.share is not None or not unknown,
+                       unknown)
 
 
 def _change(run: _Run) -> Change:
