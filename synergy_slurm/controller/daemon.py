@@ -668,9 +668,9 @@ class Controller:
                 if not isinstance(exc, RoundFailed):
                     self.metrics.errors.labels("internal").inc()
                 if once:     # a failed round: exit 1 (2 is for bad input), no retry
-                    if isinstance(exc, RoundFailed):
-                        log.error("round failed: %s", exc)
-                    else:
+                    # A failed read is the caller's to report (last_error), once: logged
+                    # here too, the user read the same error twice.
+                    if not isinstance(exc, RoundFailed):
                         log.exception("round crashed")
                     return 1
                 if isinstance(exc, RoundFailed):

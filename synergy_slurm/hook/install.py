@@ -30,13 +30,18 @@ def join_line(conf_dir: Path, state_dir: Path) -> str:
     return f'dofile("{conf_dir / MODULE}").chain("{state_dir}")'
 
 
+def check_dir(path: Path, what: str) -> None:
+    """A directory that may be written into Lua source slurmctld runs: absolute (slurmctld
+    does not run where the admin typed the command) and letters, digits, . _ - / only."""
+    if not _SAFE_DIR.fullmatch(str(path)):
+        raise ValueError(f"{what} {str(path)!r}: must be an absolute path of letters, digits "
+                         "and . _ - / only (it is written into job_submit.lua)")
+
+
 def render_script(template: str, state_dir: Path) -> str:
     """The shipped stand-alone job_submit.lua, naming the state directory (the template's
-    bare ``chain()`` reads the table beside the module, as the dev cluster keeps it)."""
-    # The path lands inside Lua source that slurmctld runs: letters, digits, . _ - / only.
-    if not _SAFE_DIR.fullmatch(str(state_dir)):
-        raise ValueError(f"{str(state_dir)!r}: must be an absolute path of letters, digits "
-                         "and . _ - / only (it is written into job_submit.lua)")
+    bare ``chain()`` reads the table beside the module)."""
+    check_dir(state_dir, "state directory")
     if ".chain()" not in template:
         raise RuntimeError("the shipped job_submit.lua has no chain() call")
     return template.replace(".chain()", f'.chain("{state_dir}")', 1)
@@ -63,6 +68,7 @@ def plan(conf_dir: Path, state_dir: Path, script_src: Path, module_src: Path,
          force: bool) -> list[Step]:
     """What installing into ``conf_dir`` would do, the module first. The stand-alone
     script reads the hook table in ``state_dir``."""
+    check_dir(conf_dir, "--conf-dir")
     script = render_script(script_src.read_text(), state_dir)
     return [_module_step(conf_dir / MODULE, module_src.read_text(), force),
             _script_step(conf_dir, state_dir, script, force)]
