@@ -39,7 +39,7 @@ the key, so a typo never silently changes behaviour.
     requeue_budget = 2                  # requeues per round at most
     shrink_running_memory = true        # lower running jobs' memory to what their profile
                                         # needs where Slurm can (26.05, PrologFlags=Contain)
-    metrics_port = 0                    # Prometheus metrics on this port (0: off)
+    metrics_port = 9778                 # Prometheus metrics on this port (0: off)
     metrics_address = "127.0.0.1"       # where they listen ("0.0.0.0": every interface)
     write_hook_table = true             # refresh the hook table every round (heartbeat)
 
@@ -206,7 +206,9 @@ class ControllerSection(_Checked):
     requeue_min_interval_s: float = 1800.0
     requeue_budget: int = 2
     shrink_running_memory: bool = True
-    metrics_port: int = 0
+    # On by default: loopback only (metrics_address), counts and ages with no user names
+    # in them, and without them nothing tells an admin that the table went stale.
+    metrics_port: int = 9778
     metrics_address: str = "127.0.0.1"
     write_hook_table: bool = True
     max_backoff_s: float = 300.0

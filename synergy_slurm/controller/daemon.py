@@ -42,7 +42,7 @@ from ..core import (
 from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, type_order
 from ..core.usage import capped_limit
 from ..hook.export import build_table, table_path
-from ..hook.table import TableError
+from ..hook.table import TableError, stale_temporaries
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
 from ..slurm.commands import SlurmCLI, SlurmError
@@ -79,6 +79,7 @@ from .classify import (
 from .failsafe import release_held
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
+from .lowered import LoweredWatch
 from .metrics import Metrics
 from .observe import pools
 from .outcome import Outcome, Result
@@ -169,7 +170,13 @@ class Controller:
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
+        self.metrics.config(self.mode, c.interval_s, cfg.hook.max_age_s)
+        self.metrics.watch_table(table_path(cfg.hook), clock)
         self.last_error: str | None = None   # why the last round failed, for --once
+        self.failures = 0                     # rounds failed in a row (backoff, metrics)
+        self.lowered = LoweredWatch()
+        # Held jobs a round decided to start: when the first release was sent (metrics).
+        self._releasing: dict[int, float] = {}
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple[object, ...] | None = None
         self._owners: dict[str, str] = {}
@@ -243,6 +250,8 @@ class Controller:
 
     def _round(self) -> RoundResult:
         ctx = self._observe()
+        self._note_held(ctx)
+        self._side_step("lowered", None, self._ignored_lowerings, ctx)
         self._classify(ctx)
         ctx.stale = self._side_step("usage", frozenset(), self._watch_usage, ctx)
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
@@ -267,6 +276,18 @@ class Controller:
             self.metrics.errors.labels(name).inc()
             log.exception("%s failed this round", name)
             return failed
+
+    def _note_held(self, ctx: RoundContext) -> None:
+        """How many jobs the hook holds and how long the oldest has waited (an alert fires
+        when one waits past two rounds: nothing is releasing them)."""
+        held = [j for j in ctx.snap.jobs if j.held_by_synergy]
+        self.metrics.held.set(len(held))
+        self.metrics.held_oldest.set(max((ctx.now - j.submit_time for j in held
+                                          if j.submit_time), default=0.0))
+        ids = {j.job_id for j in held}
+        self._releasing = {k: t for k, t in self._releasing.items() if k in ids}
+        self.metrics.held_released.set(max((ctx.now - t for t in self._releasing.values()),
+                                           default=0.0))
 
     # -- observe, classify ------------------------------------------------------------------
     def _observe(self) -> RoundContext:
@@ -538,6 +559,20 @@ class Controller:
         if not self.heartbeat.publish(table):
             self.metrics.errors.labels("hook-table").inc()
 
+    def _ignored_lowerings(self, ctx: RoundContext) -> None:
+        """Jobs lowered and read back as done that started with their old cores
+        (:mod:`.lowered`): recorded as ignored, in the state and the audit log."""
+        for ig in self.lowered.check(ctx.snap.jobs):
+            self.metrics.errors.labels(Result.IGNORED.label).inc()
+            log.warning("%s", ig.why)
+            d = {"job_id": ig.job.job_id, "action": "lower-ignored", "before": None,
+                 "after": {"cpus_per_gpu": ig.asked.cpus_per_gpu,
+                           "mem_per_gpu_mb": ig.asked.mem_per_gpu_mb},
+                 "reason": ig.why}
+            outcome = str(Outcome(Result.IGNORED, f"runs with {ig.held_cpus} cores"))
+            self.state.record_action(ctx.rid, d, ig.job.user, outcome)
+            self.audit.write(ctx.rid, self.mode, d, ig.job.user, outcome)
+
     # -- act --------------------------------------------------------------------------------
     def _act(self, ctx: RoundContext) -> None:
         jobs = {j.job_id: j for j in ctx.snap.jobs}
@@ -547,11 +582,15 @@ class Controller:
             elif self.mode != "enforce":
                 outcome = Outcome(Result.PLANNED)
             else:
+                if a.kind in (RELEASE, SHAPE_RELEASE):
+                    self._releasing.setdefault(a.job_id, ctx.now)
                 outcome = self._apply(a, jobs[a.job_id])
                 if not outcome.ok:
                     ctx.errors += 1
                     self.metrics.errors.labels(outcome.result.label).inc()
             ctx.results[a.job_id] = outcome
+            if outcome.result is Result.DONE and a.kind in (SHAPE_RELEASE, LOWER):
+                self.lowered.note(a.job_id, a.before, a.after)
             self.metrics.actions.labels(a.kind, outcome.result.label).inc()
             d = a.as_dict()
             self.state.record_action(ctx.rid, d, a.user, str(outcome))
@@ -640,6 +679,7 @@ class Controller:
             on_round: Callable[[RoundResult], None] | None = None) -> int:
         daemon = not once and self.mode == "enforce"
         if daemon:
+            self.clean_temporaries()
             self.heartbeat.start()
         try:
             return self._loop(stop, once, on_round)
@@ -653,19 +693,23 @@ class Controller:
               on_round: Callable[[RoundResult], None] | None) -> int:
         interval = self.cfg.controller.interval_s
         wait = interval
-        failures = 0
         while not stop.is_set():
             try:
                 res = self.run_round()
-                failures = 0
+                self.failures = 0
                 wait = interval
+                self.metrics.failing.set(0)
+                self.metrics.last_ok.set(self.clock())
                 if on_round is not None:
                     on_round(res)
             except Exception as exc:  # one bad round must not end the daemon
-                failures += 1
-                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** failures)
+                self.failures += 1
+                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** self.failures)
                 self.last_error = str(exc) or type(exc).__name__
+                self.metrics.failing.set(self.failures)
                 if not isinstance(exc, RoundFailed):
+                    # A failed read counted itself (_observe); a crash is a failed round too.
+                    self.metrics.rounds.labels("failed").inc()
                     self.metrics.errors.labels("internal").inc()
                 if once:     # a failed round: exit 1 (2 is for bad input), no retry
                     # A failed read is the caller's to report (last_error), once: logged
@@ -681,6 +725,16 @@ class Controller:
                 break
             stop.wait(wait)
         return 0
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove the table's temporaries a controller killed mid-write left in the state
+        directory (:func:`hook.table.stale_temporaries`; file times are wall-clock)."""
+        removed = stale_temporaries(self.heartbeat.path.parent, time.time())
+        if removed:
+            log.info("removed %d stale temporaries of the hook table in %s: %s",
+                     len(removed), self.heartbeat.path.parent,
+                     ", ".join(p.name for p in removed))
+        return removed
 
     def release_held(self) -> list[int]:
         """Release every job the hook held (on shutdown: nobody will shape them now)."""
