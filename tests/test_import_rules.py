@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "whatif": {"core", "decide", "profiles", "sim", "slurm", "vocabulary"},
     "slurm": {"core", "vocabulary", "config"},
     "site": {"core"},
-    "devcluster": {"shipped", "slurm", "config", "site"},
+    "devcluster": {"shipped", "slurm", "config", "site", "hook"},
     "hook": {"core", "decide", "profiles", "config", "vocabulary", "slurm"},
     "controller": {"core", "decide", "profiles", "slurm", "hook", "config", "vocabulary",
                    "dbfile"},

@@ -18,6 +18,7 @@ gone.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -41,7 +42,9 @@ from ..core import (
 )
 from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, type_order
 from ..core.usage import capped_limit
+from ..errors import SynergyError
 from ..hook.export import build_table, table_path
+from ..hook.install import installed_table_dir, join_line
 from ..hook.table import TableError, stale_temporaries
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
@@ -85,6 +88,7 @@ from .observe import pools
 from .outcome import Outcome, Result
 from .requeue import requeue_actions, running_jobs, shrink_actions
 from .state import StateStore
+from .tagwatch import TagWatch
 from .usage import (
     Watched,
     cap_text,
@@ -107,6 +111,10 @@ LIMITS_MAX_AGE_S = 300.0
 
 class RoundFailed(RuntimeError):
     pass
+
+
+class TableElsewhere(SynergyError):
+    """The installed hook reads its table where the controller does not write it."""
 
 
 @dataclass
@@ -175,6 +183,10 @@ class Controller:
         self.last_error: str | None = None   # why the last round failed, for --once
         self.failures = 0                     # rounds failed in a row (backoff, metrics)
         self.lowered = LoweredWatch()
+        # Since when this controller has kept the hook table fresh (None: it has not, or a
+        # round failed since), and the new jobs that arrive without the hook's tag.
+        self._fresh_since: float | None = None
+        self.tags = TagWatch()
         # Held jobs a round decided to start: when the first release was sent (metrics).
         self._releasing: dict[int, float] = {}
         self._profiles: dict[str, Profile] = {}
@@ -259,6 +271,7 @@ class Controller:
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
             self._side_step("hook-table", None, self._write_hook_table, ctx)
+            self._side_step("hook-tags", None, self._watch_tags, ctx)
         ctx.events = self._side_step("profiling", [], self._profile_unknown, ctx)
         if any(e.what == "stored" for e in ctx.events):
             ctx.profiles = self.profiles()
@@ -558,6 +571,29 @@ class Controller:
             return
         if not self.heartbeat.publish(table):
             self.metrics.errors.labels("hook-table").inc()
+            self._fresh_since = None
+        elif self._fresh_since is None:
+            self._fresh_since = now
+
+    def _watch_tags(self, ctx: RoundContext) -> None:
+        """Say so (log, status, metric) when new GPU jobs arrive without the hook's tag
+        while the table is fresh (:mod:`.tagwatch`), and when they carry it again."""
+        was = self.tags.blind
+        untagged = self.tags.round(ctx.managed, self._fresh_since)
+        self.metrics.untagged.set(len(untagged))
+        if self.tags.blind and not was:
+            reads = installed_table_dir(Path(self.cfg.hook.dir))
+            where = (f"the installed hook reads {reads}" if reads is not None else
+                     f"no job_submit.lua in {self.cfg.hook.dir} joins synergy's rules")
+            text = (f"{len(untagged)} new GPU jobs in managed partitions (last: "
+                    f"{untagged[-1]}) arrived without the hook's tag while the table in "
+                    f"{self.heartbeat.path.parent} was fresh: the hook sees no table "
+                    f"({where}; is JobSubmitPlugins=lua set?), so jobs run as submitted")
+            log.warning("%s", text)
+            self.state.set_notice("hook-tags", text, ctx.now)
+        elif was and not self.tags.blind:
+            log.info("new GPU jobs carry the hook's tag again")
+            self.state.set_notice("hook-tags", None)
 
     def _ignored_lowerings(self, ctx: RoundContext) -> None:
         """Jobs lowered and read back as done that started with their old cores
@@ -677,6 +713,13 @@ class Controller:
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,
             on_round: Callable[[RoundResult], None] | None = None) -> int:
+        problem = self.table_place_problem()
+        if problem and self.mode == "enforce" and self.cfg.controller.write_hook_table:
+            # Enforcing with a table the hook never reads shapes nothing at submission and
+            # holds nothing, without a word: refused at start, in one line.
+            raise TableElsewhere(problem)
+        if problem:
+            log.warning("%s", problem)
         daemon = not once and self.mode == "enforce"
         if daemon:
             self.clean_temporaries()
@@ -707,6 +750,7 @@ class Controller:
                 wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** self.failures)
                 self.last_error = str(exc) or type(exc).__name__
                 self.metrics.failing.set(self.failures)
+                self._fresh_since = None        # the heartbeat stops: the table goes stale
                 if not isinstance(exc, RoundFailed):
                     # A failed read counted itself (_observe); a crash is a failed round too.
                     self.metrics.rounds.labels("failed").inc()
@@ -725,6 +769,20 @@ class Controller:
                 break
             stop.wait(wait)
         return 0
+
+    def table_place_problem(self) -> str | None:
+        """One line when the hook installed in ``[hook] dir`` (its job_submit.lua's
+        chain() line) reads its table somewhere other than where this controller writes
+        it; None when they agree or no installed hook says where it reads."""
+        hook = self.cfg.hook
+        reads = installed_table_dir(Path(hook.dir))
+        writes = self.heartbeat.path.parent
+        if reads is None or os.path.realpath(reads) == os.path.realpath(writes):
+            return None
+        return (f"the hook ({Path(hook.dir) / 'job_submit.lua'}) reads its table in {reads} "
+                f"but the controller writes it in {writes} ([hook] state_dir): make the "
+                f"line {join_line(Path(hook.dir), writes)} or set [hook] state_dir = "
+                f"\"{reads}\"")
 
     def clean_temporaries(self) -> list[Path]:
         """Remove the table's temporaries a controller killed mid-write left in the state

@@ -63,6 +63,7 @@ def status_lines(store: StateStore, pending_first: bool = False, user: str | Non
     keys the closed loop marked suspect."""
     now = time.time() if now is None else now
     out = [round_line(store.last_round(), now)]
+    out += [f"warning: {n['text']}" for n in store.notices()]
     out += table_lines(select(store.jobs(), user=user), pending_first)
     profiling = {k: r for k, r in store.profiling().items() if user is None or r["user"] == user}
     if profiling:

@@ -38,6 +38,37 @@ def check_dir(path: Path, what: str) -> None:
                          "and . _ - / only (it is written into job_submit.lua)")
 
 
+# The line that joins synergy's rules: dofile(<module>).chain(<state dir or nothing>), the
+# module named by a string or, in the shipped script, by `here .. "/synergy.lua"`.
+_CHAIN = re.compile(r'dofile\(\s*(?:"(?P<module>[^"]*)"|here\s*\.\.\s*"/synergy\.lua")\s*\)'
+                    r'\s*\.chain\(\s*(?:"(?P<state>[^"]*)")?\s*\)')
+
+
+def table_dir(script: str, script_dir: Path) -> Path | None:
+    """Where the hook that ``script`` (a job_submit.lua in ``script_dir``) runs reads its
+    table: the state directory its chain() line names, else the module's directory (a
+    bare chain()). None when no line joins synergy's rules (a Lua comment does not)."""
+    for line in script.splitlines():
+        code = line.split("--", 1)[0]
+        m = _CHAIN.search(code)
+        if m is None:
+            continue
+        if m.group("state"):
+            return Path(m.group("state"))
+        module = m.group("module")
+        return Path(module).parent if module else script_dir
+    return None
+
+
+def installed_table_dir(conf_dir: Path) -> Path | None:
+    """Where the hook installed beside slurm.conf in ``conf_dir`` reads its table (None:
+    no job_submit.lua there, unreadable, or not joined to synergy's rules)."""
+    try:
+        return table_dir((conf_dir / SCRIPT).read_text(errors="replace"), conf_dir)
+    except OSError:
+        return None
+
+
 def render_script(template: str, state_dir: Path) -> str:
     """The shipped stand-alone job_submit.lua, naming the state directory (the template's
     bare ``chain()`` reads the table beside the module)."""
