@@ -40,7 +40,7 @@ the key, so a typo never silently changes behaviour.
     requeue_budget = 2                  # requeues per round at most
     shrink_running_memory = true        # lower running jobs' memory to what their profile
                                         # needs where Slurm can (26.05, PrologFlags=Contain)
-    metrics_port = 0                    # Prometheus metrics on this port (0: off)
+    metrics_port = 9778                 # Prometheus metrics on this port (0: off)
     metrics_address = "127.0.0.1"       # where they listen ("0.0.0.0": every interface)
     write_hook_table = true             # refresh the hook table every round (heartbeat)
 
@@ -209,7 +209,9 @@ class ControllerSection(_Checked):
     requeue_min_interval_s: float = 1800.0
     requeue_budget: int = 2
     shrink_running_memory: bool = True
-    metrics_port: int = 0
+    # On by default: loopback only (metrics_address), counts and ages with no user names
+    # in them, and without them nothing tells an admin that the table went stale.
+    metrics_port: int = 9778
     metrics_address: str = "127.0.0.1"
     write_hook_table: bool = True
     max_backoff_s: float = 300.0
@@ -402,18 +404,7 @@ def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
             problems.append(f"unknown key {key!r} (known: {', '.join(known)})")
             continue
         default = known[key].default
-        if isinstance(default, bool):
-            ok = isinstance(val, bool)
-        elif isinstance(default, int):
-            ok = isinstance(val, int) and not isinstance(val, bool)
-        elif isinstance(default, float):
-            ok = isinstance(val, int | float) and not isinstance(val, bool)
-            val = float(val) if ok else val
-        elif isinstance(default, tuple):
-            ok = isinstance(val, list) and all(isinstance(v, str) for v in val)
-            val = tuple(val) if ok else val
-        else:
-            ok = isinstance(val, str)
+        ok, val = _typed(default, val)
         if not ok:
             problems.append(f"{key} = {val!r} has the wrong type (expected "
                             f"{_TYPE_WORDS.get(type(default), type(default).__name__)})")
@@ -422,6 +413,22 @@ def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
     section, more = _make(cls, kwargs)
     problems += more
     return (None if problems else section), problems
+
+
+def _typed(default: Any, val: Any) -> tuple[bool, Any]:
+    """Whether ``val`` has the type of the key whose default is ``default`` (TOML's
+    integers taken as floats, lists as tuples), and the value as the key holds it."""
+    if isinstance(default, bool):
+        return isinstance(val, bool), val
+    if isinstance(default, int):
+        return isinstance(val, int) and not isinstance(val, bool), val
+    if isinstance(default, float):
+        ok = isinstance(val, int | float) and not isinstance(val, bool)
+        return ok, float(val) if ok else val
+    if isinstance(default, tuple):
+        ok = isinstance(val, list) and all(isinstance(v, str) for v in val)
+        return ok, tuple(val) if ok else val
+    return isinstance(val, str), val
 
 
 _TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number",
@@ -437,6 +444,45 @@ def _make(cls: type, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
         for f in fields(cls):
             object.__setattr__(unchecked, f.name, kwargs.get(f.name, f.default))
         return None, unchecked.problems()
+
+
+def check_everything(path: str | Path | None = None) -> tuple[Config | None, list[str]]:
+    """Every problem ``synergy config check`` reports, in one run: the file's and, even
+    when the file has some, what its well-formed keys name that this machine lacks (a
+    missing profiles file was reported only once the file's other errors were fixed)."""
+    cfg, problems = check_config(path)
+    if cfg is not None:
+        return cfg, machine_problems(cfg)
+    lenient = _lenient(Path(path) if path else DEFAULT_PATH)
+    if lenient is None:
+        return None, problems
+    # A key the file check already found wrong is not looked for on the machine too.
+    flagged = {m.group(0) for p in problems if (m := _KEY_OF.search(p))}
+    return None, problems + [p for p in machine_problems(lenient)
+                             if (m := _KEY_OF.search(p)) is None or m.group(0) not in flagged]
+
+
+# "[section] key" in a problem's text (file and machine problems name them alike).
+_KEY_OF = re.compile(r"\[\w+\] \w+")
+
+
+def _lenient(p: Path) -> Config | None:
+    """The file's keys that have the right type, defaults for the rest, left unchecked:
+    enough to look at the paths it names. None when the file cannot be read as TOML."""
+    try:
+        doc = tomllib.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    built: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        values = doc.get(name)
+        values = values if isinstance(values, dict) else {}
+        section = object.__new__(cls)
+        for f in fields(cls):
+            ok, val = _typed(f.default, values.get(f.name, f.default))
+            object.__setattr__(section, f.name, val if ok else f.default)
+        built[name] = section
+    return Config(**built, path=str(p))
 
 
 def machine_problems(cfg: Config) -> list[str]:

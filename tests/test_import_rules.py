@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "whatif": {"core", "decide", "owndir", "profiles", "sim", "slurm", "vocabulary"},
     "slurm": {"core", "vocabulary", "config", "owndir"},
     "site": {"core"},
-    "devcluster": {"shipped", "slurm", "config", "site", "owndir"},
+    "devcluster": {"shipped", "slurm", "config", "site", "owndir", "hook"},
     "hook": {"core", "decide", "profiles", "config", "vocabulary", "slurm"},
     "controller": {"core", "decide", "profiles", "slurm", "hook", "config", "vocabulary",
                    "dbfile", "owndir", "userfiles"},

@@ -62,7 +62,14 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     effective = "observe" if dry_run else (mode or cfg.controller.mode)
     ctl = Controller(cfg, mode=effective)
     if cfg.controller.metrics_port and not once:
-        ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
+        try:
+            ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
+        except OSError as exc:
+            # Metrics are on by default: a port taken (a second controller in observe, a
+            # test cluster) costs the metrics, never the controller.
+            log.error("metrics: cannot listen on %s:%d (%s): running without them; set "
+                      "[controller] metrics_port", cfg.controller.metrics_address,
+                      cfg.controller.metrics_port, exc.strerror or exc)
     stop = threading.Event()
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -40,8 +40,13 @@ def _store_path(config_path, store_path) -> Path:
 
 def _store(config_path, store_path, readonly: bool = False) -> ProfileStore:
     """The store; read-only for commands that only look (they create nothing, and a
-    missing store is bad input naming the file)."""
-    return ProfileStore(_store_path(config_path, store_path), readonly=readonly)
+    missing store is bad input naming the file). A --store in a directory that does not
+    exist is a typo: refused, where the store used to make the directory and say nothing
+    (the configured store's directory, /var/lib/synergy, is made on first use)."""
+    path = _store_path(config_path, store_path)
+    if store_path and not readonly and not path.parent.is_dir():
+        raise BadInput(f"--store {path}: directory {path.parent} does not exist")
+    return ProfileStore(path, readonly=readonly)
 
 
 STORE_OPTIONS = [

@@ -45,6 +45,8 @@ from .options import config_or_exit
 # unreachable); a submission that timed out may still have been accepted.
 SBATCH_TIMEOUT_S = 300.0
 
+# A dataset of 10 PB or more is a typo (the controller ignores such a size).
+MAX_DATASET_GB = 1e7
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
 
 
@@ -64,6 +66,11 @@ def dataset_gb(text: str) -> float:
         value = float(m.group(1))
     if value <= 0:
         raise click.BadParameter("must be positive", param_hint="--dataset-size")
+    if value >= MAX_DATASET_GB:
+        # The controller ignores a size this large (classify.dataset_gb): refuse it here,
+        # where the user can still correct a typo, rather than record it for nothing.
+        raise click.BadParameter(f"{text!r} is {value:.3g} GB: give the size the job reads, "
+                                 f"under {MAX_DATASET_GB:.0e} GB", param_hint="--dataset-size")
     return value
 
 
@@ -196,6 +203,11 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         i = script_index(args)
         if i is not None and not os.path.isfile(args[i]):
             raise BadInput(f"{args[i]}: no such batch script")
+    if explain and script_text is None and script_index(args) is None \
+            and not any(a == "--wrap" or a.startswith("--wrap=") for a in args):
+        # Explaining a job that is not there said "sbatch " and exit 0, as if all were well.
+        raise click.UsageError("--explain needs the job: give its batch script, "
+                               "--template NAME or --wrap")
     directives = script_directives(script_text or read_script_of(args))
     argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy,
                       split_comment(directives)[1])

@@ -59,8 +59,8 @@ from .options import (
               "before [whatif] rules; repeatable.")
 @click.option("--assume-mix", default=None, metavar="IMAGE,LANGUAGE,SPEECH",
               help="The optimistic forecast: jobs with no profile drawn from this class mix "
-              "(percentages; the paper's is 20,70,10). Without it there is no optimistic "
-              "forecast: it is an assumption, not a measurement.")
+              "(percentages that sum to 100; the paper's is 20,70,10). Without it there is "
+              "no optimistic forecast: it is an assumption, not a measurement.")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="The optimistic forecast's draws' seed.")
 @click.option("--cluster", "cluster_file", metavar="FILE|NAME", default=None,
@@ -228,6 +228,12 @@ def _assumed_mix(assume_mix: str | None) -> list[float] | None:
         mix = []
     if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
         raise click.BadParameter("give three non-negative percentages",
+                                 param_hint="--assume-mix")
+    if abs(sum(mix) - 100) > 0.5:
+        # Not normalised quietly: 90,90,90 may be a typo for 90,9,1, and a forecast on a
+        # mix the admin did not mean would be reported as theirs.
+        raise click.BadParameter(f"{assume_mix} sums to {sum(mix):g}%: the three "
+                                 "percentages must sum to 100 (e.g. 20,70,10)",
                                  param_hint="--assume-mix")
     return mix
 

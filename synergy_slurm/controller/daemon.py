@@ -18,6 +18,7 @@ gone.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -42,8 +43,10 @@ from ..core import (
 from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools
 from ..core.usage import capped_limit
 from ..decide import by_pool
+from ..errors import SynergyError
 from ..hook.export import build_table, table_path
-from ..hook.table import TableError
+from ..hook.install import installed_table_dir, join_line
+from ..hook.table import TableError, stale_temporaries
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
 from ..slurm.access import Access, read_access
@@ -81,11 +84,13 @@ from .classify import (
 from .failsafe import release_held
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
+from .lowered import LoweredWatch
 from .metrics import Metrics
 from .observe import pools
 from .outcome import Outcome, Result
 from .requeue import requeue_actions, running_jobs, shrink_actions
 from .state import StateStore
+from .tagwatch import TagWatch
 from .usage import (
     Watched,
     cap_text,
@@ -109,6 +114,10 @@ LIMITS_MAX_AGE_S = 300.0
 
 class RoundFailed(RuntimeError):
     pass
+
+
+class TableElsewhere(SynergyError):
+    """The installed hook reads its table where the controller does not write it."""
 
 
 @dataclass
@@ -172,7 +181,17 @@ class Controller:
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
+        self.metrics.config(self.mode, c.interval_s, cfg.hook.max_age_s)
+        self.metrics.watch_table(table_path(cfg.hook), clock)
         self.last_error: str | None = None   # why the last round failed, for --once
+        self.failures = 0                     # rounds failed in a row (backoff, metrics)
+        self.lowered = LoweredWatch()
+        # Since when this controller has kept the hook table fresh (None: it has not, or a
+        # round failed since), and the new jobs that arrive without the hook's tag.
+        self._fresh_since: float | None = None
+        self.tags = TagWatch()
+        # Held jobs a round decided to start: when the first release was sent (metrics).
+        self._releasing: dict[int, float] = {}
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple[object, ...] | None = None
         self._owners: dict[str, str] = {}
@@ -251,6 +270,8 @@ class Controller:
 
     def _round(self) -> RoundResult:
         ctx = self._observe()
+        self._note_held(ctx)
+        self._side_step("lowered", None, self._ignored_lowerings, ctx)
         self._classify(ctx)
         ctx.stale = self._side_step("usage", frozenset(), self._watch_usage, ctx)
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
@@ -258,6 +279,7 @@ class Controller:
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
             self._side_step("hook-table", None, self._write_hook_table, ctx)
+            self._side_step("hook-tags", None, self._watch_tags, ctx)
         ctx.events = self._side_step("profiling", [], self._profile_unknown, ctx)
         if any(e.what == "stored" for e in ctx.events):
             ctx.profiles = self.profiles()
@@ -279,6 +301,18 @@ class Controller:
             self.metrics.errors.labels(name).inc()
             log.exception("%s failed this round", name)
             return failed
+
+    def _note_held(self, ctx: RoundContext) -> None:
+        """How many jobs the hook holds and how long the oldest has waited (an alert fires
+        when one waits past two rounds: nothing is releasing them)."""
+        held = [j for j in ctx.snap.jobs if j.held_by_synergy]
+        self.metrics.held.set(len(held))
+        self.metrics.held_oldest.set(max((ctx.now - j.submit_time for j in held
+                                          if j.submit_time), default=0.0))
+        ids = {j.job_id for j in held}
+        self._releasing = {k: t for k, t in self._releasing.items() if k in ids}
+        self.metrics.held_released.set(max((ctx.now - t for t in self._releasing.values()),
+                                           default=0.0))
 
     # -- observe, classify ------------------------------------------------------------------
     def _observe(self) -> RoundContext:
@@ -547,6 +581,43 @@ class Controller:
             return
         if not self.heartbeat.publish(table):
             self.metrics.errors.labels("hook-table").inc()
+            self._fresh_since = None
+        elif self._fresh_since is None:
+            self._fresh_since = now
+
+    def _watch_tags(self, ctx: RoundContext) -> None:
+        """Say so (log, status, metric) when new GPU jobs arrive without the hook's tag
+        while the table is fresh (:mod:`.tagwatch`), and when they carry it again."""
+        was = self.tags.blind
+        untagged = self.tags.round(ctx.managed, self._fresh_since)
+        self.metrics.untagged.set(len(untagged))
+        if self.tags.blind and not was:
+            reads = installed_table_dir(Path(self.cfg.hook.dir))
+            where = (f"the installed hook reads {reads}" if reads is not None else
+                     f"no job_submit.lua in {self.cfg.hook.dir} joins synergy's rules")
+            text = (f"{len(untagged)} new GPU jobs in managed partitions (last: "
+                    f"{untagged[-1]}) arrived without the hook's tag while the table in "
+                    f"{self.heartbeat.path.parent} was fresh: the hook sees no table "
+                    f"({where}; is JobSubmitPlugins=lua set?), so jobs run as submitted")
+            log.warning("%s", text)
+            self.state.set_notice("hook-tags", text, ctx.now)
+        elif was and not self.tags.blind:
+            log.info("new GPU jobs carry the hook's tag again")
+            self.state.set_notice("hook-tags", None)
+
+    def _ignored_lowerings(self, ctx: RoundContext) -> None:
+        """Jobs lowered and read back as done that started with their old cores
+        (:mod:`.lowered`): recorded as ignored, in the state and the audit log."""
+        for ig in self.lowered.check(ctx.snap.jobs):
+            self.metrics.errors.labels(Result.IGNORED.label).inc()
+            log.warning("%s", ig.why)
+            d = {"job_id": ig.job.job_id, "action": "lower-ignored", "before": None,
+                 "after": {"cpus_per_gpu": ig.asked.cpus_per_gpu,
+                           "mem_per_gpu_mb": ig.asked.mem_per_gpu_mb},
+                 "reason": ig.why}
+            outcome = str(Outcome(Result.IGNORED, f"runs with {ig.held_cpus} cores"))
+            self.state.record_action(ctx.rid, d, ig.job.user, outcome)
+            self.audit.write(ctx.rid, self.mode, d, ig.job.user, outcome)
 
     # -- act --------------------------------------------------------------------------------
     def _act(self, ctx: RoundContext) -> None:
@@ -557,11 +628,15 @@ class Controller:
             elif self.mode != "enforce":
                 outcome = Outcome(Result.PLANNED)
             else:
+                if a.kind in (RELEASE, SHAPE_RELEASE):
+                    self._releasing.setdefault(a.job_id, ctx.now)
                 outcome = self._apply(a, jobs[a.job_id])
                 if not outcome.ok:
                     ctx.errors += 1
                     self.metrics.errors.labels(outcome.result.label).inc()
             ctx.results[a.job_id] = outcome
+            if outcome.result is Result.DONE and a.kind in (SHAPE_RELEASE, LOWER):
+                self.lowered.note(a.job_id, a.before, a.after)
             self.metrics.actions.labels(a.kind, outcome.result.label).inc()
             d = a.as_dict()
             self.state.record_action(ctx.rid, d, a.user, str(outcome))
@@ -676,8 +751,16 @@ class Controller:
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,
             on_round: Callable[[RoundResult], None] | None = None) -> int:
+        problem = self.table_place_problem()
+        if problem and self.mode == "enforce" and self.cfg.controller.write_hook_table:
+            # Enforcing with a table the hook never reads shapes nothing at submission and
+            # holds nothing, without a word: refused at start, in one line.
+            raise TableElsewhere(problem)
+        if problem:
+            log.warning("%s", problem)
         daemon = not once and self.mode == "enforce"
         if daemon:
+            self.clean_temporaries()
             self.heartbeat.start()
         try:
             return self._loop(stop, once, on_round)
@@ -691,24 +774,29 @@ class Controller:
               on_round: Callable[[RoundResult], None] | None) -> int:
         interval = self.cfg.controller.interval_s
         wait = interval
-        failures = 0
         while not stop.is_set():
             try:
                 res = self.run_round()
-                failures = 0
+                self.failures = 0
                 wait = interval
+                self.metrics.failing.set(0)
+                self.metrics.last_ok.set(self.clock())
                 if on_round is not None:
                     on_round(res)
             except Exception as exc:  # one bad round must not end the daemon
-                failures += 1
-                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** failures)
+                self.failures += 1
+                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** self.failures)
                 self.last_error = str(exc) or type(exc).__name__
+                self.metrics.failing.set(self.failures)
+                self._fresh_since = None        # the heartbeat stops: the table goes stale
                 if not isinstance(exc, RoundFailed):
+                    # A failed read counted itself (_observe); a crash is a failed round too.
+                    self.metrics.rounds.labels("failed").inc()
                     self.metrics.errors.labels("internal").inc()
                 if once:     # a failed round: exit 1 (2 is for bad input), no retry
-                    if isinstance(exc, RoundFailed):
-                        log.error("round failed: %s", exc)
-                    else:
+                    # A failed read is the caller's to report (last_error), once: logged
+                    # here too, the user read the same error twice.
+                    if not isinstance(exc, RoundFailed):
                         log.exception("round crashed")
                     return 1
                 if isinstance(exc, RoundFailed):
@@ -719,6 +807,30 @@ class Controller:
                 break
             stop.wait(wait)
         return 0
+
+    def table_place_problem(self) -> str | None:
+        """One line when the hook installed in ``[hook] dir`` (its job_submit.lua's
+        chain() line) reads its table somewhere other than where this controller writes
+        it; None when they agree or no installed hook says where it reads."""
+        hook = self.cfg.hook
+        reads = installed_table_dir(Path(hook.dir))
+        writes = self.heartbeat.path.parent
+        if reads is None or os.path.realpath(reads) == os.path.realpath(writes):
+            return None
+        return (f"the hook ({Path(hook.dir) / 'job_submit.lua'}) reads its table in {reads} "
+                f"but the controller writes it in {writes} ([hook] state_dir): make the "
+                f"line {join_line(Path(hook.dir), writes)} or set [hook] state_dir = "
+                f"\"{reads}\"")
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove the table's temporaries a controller killed mid-write left in the state
+        directory (:func:`hook.table.stale_temporaries`; file times are wall-clock)."""
+        removed = stale_temporaries(self.heartbeat.path.parent, time.time())
+        if removed:
+            log.info("removed %d stale temporaries of the hook table in %s: %s",
+                     len(removed), self.heartbeat.path.parent,
+                     ", ".join(p.name for p in removed))
+        return removed
 
     def release_held(self) -> list[int]:
         """Release every job the hook held (on shutdown: nobody will shape them now)."""

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS usage (
   peak_mem_gb REAL, observed_s REAL, at REAL, throughput REAL, predicted REAL,
   slot TEXT);
 CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
+CREATE TABLE IF NOT EXISTS notices (
+  name TEXT PRIMARY KEY, since REAL, text TEXT);
 CREATE TABLE IF NOT EXISTS suspects (
   key TEXT, user TEXT, status TEXT, since REAL, cap_cpus INTEGER, cap_mem_gb REAL,
   jobs INTEGER, cpu_use REAL, mem_use REAL, note TEXT, PRIMARY KEY (key, user));
@@ -183,6 +185,22 @@ class StateStore:
         if row is None:
             return None
         return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+    # -- notices: what the controller found wrong outside itself, for `synergy status` ---
+    def set_notice(self, name: str, text: str | None, since: float = 0.0) -> None:
+        """Keep (or, with None, clear) the notice ``name``; a kept one keeps its start."""
+        if text is None:
+            self.db.execute("DELETE FROM notices WHERE name = ?", (name,))
+            return
+        self.db.execute("INSERT INTO notices VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE "
+                        "SET text = excluded.text", (name, since, text))
+
+    def notices(self) -> list[dict[str, Any]]:
+        """The notices in force, oldest first (none from a store older than them)."""
+        if not has_table(self.db, "notices"):
+            return []
+        cur = self.db.execute("SELECT name, since, text FROM notices ORDER BY since, name")
+        return [{"name": n, "since": t, "text": x} for n, t, x in cur.fetchall()]
 
     # -- profiling jobs (controller/autoprofile.py) ---------------------------------------
     PROFILING_FIELDS = ("user", "for_job", "slurm_job", "status", "submitted", "finished",

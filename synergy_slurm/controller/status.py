@@ -29,6 +29,8 @@ class StatusSource(Protocol):
 
     def suspects(self, key: str | None = None) -> list[dict[str, Any]]: ...
 
+    def notices(self) -> list[dict[str, Any]]: ...
+
 
 def round_line(last: dict[str, Any] | None, now: float) -> str:
     """One line on the controller's last round: when, in which mode, what it did or why
@@ -76,6 +78,7 @@ def status_lines(store: StatusSource, pending_first: bool = False, user: str | N
     keys the closed loop marked suspect."""
     now = time.time() if now is None else now
     out = [round_line(store.last_round(), now)]
+    out += [f"warning: {n['text']}" for n in store.notices()]
     out += table_lines(select(store.jobs(), user=user), pending_first)
     profiling = {k: r for k, r in store.profiling().items() if user is None or r["user"] == user}
     if profiling:

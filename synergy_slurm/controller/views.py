@@ -54,6 +54,9 @@ class StatusView:
     actions: list[dict[str, Any]] = field(default_factory=list)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     marks: list[dict[str, Any]] = field(default_factory=list)
+    # The controller's standing warnings (an untagged job, ...): about the site, never a
+    # user's job, so every view carries them.
+    warnings: list[dict[str, Any]] = field(default_factory=list)
 
     def last_round(self) -> dict[str, Any] | None:
         return self.last
@@ -70,16 +73,20 @@ class StatusView:
     def suspects(self, key: str | None = None) -> list[dict[str, Any]]:
         return [m for m in self.marks if key is None or m["key"] == key]
 
+    def notices(self) -> list[dict[str, Any]]:
+        return self.warnings
+
     def as_dict(self) -> dict[str, Any]:
         return {"last_round": self.last, "jobs": self.rows, "actions": self.actions,
-                "profiling": self.profiles, "suspects": self.marks}
+                "profiling": self.profiles, "suspects": self.marks,
+                "notices": self.warnings}
 
 
 def view_of(store: StateStore) -> StatusView:
     """Everyone's rows, read once."""
     return StatusView(store.last_round(), store.jobs(),
                       store.recent_actions(ACTIONS_PER_JOB), store.profiling(),
-                      store.suspects())
+                      store.suspects(), store.notices())
 
 
 def by_user(everyone: StatusView) -> dict[str, StatusView]:
@@ -88,7 +95,7 @@ def by_user(everyone: StatusView) -> dict[str, StatusView]:
     out: dict[str, StatusView] = {}
 
     def of(user: str) -> StatusView:
-        return out.setdefault(user, StatusView(everyone.last))
+        return out.setdefault(user, StatusView(everyone.last, warnings=everyone.warnings))
 
     owner = {}
     for r in everyone.rows:
@@ -113,7 +120,7 @@ def write_views(store: StateStore, where: Path, access: Access) -> list[str]:
     where.mkdir(mode=0o711, parents=True, exist_ok=True)
     os.chmod(where, 0o711)
     everyone = view_of(store)
-    _write(where / ROUND, {"last_round": everyone.last}, 0o644)
+    _write(where / ROUND, {"last_round": everyone.last, "notices": everyone.warnings}, 0o644)
     _write(where / ALL, everyone.as_dict(), 0o600 if access.jobs_private else 0o644)
     if not access.jobs_private:
         return []
@@ -164,8 +171,10 @@ def read_view(where: Path, user: str) -> StatusView:
         except (OSError, ValueError):
             continue
         return StatusView(doc.get("last_round"), doc.get("jobs", []), doc.get("actions", []),
-                          doc.get("profiling", {}), doc.get("suspects", []))
+                          doc.get("profiling", {}), doc.get("suspects", []),
+                          doc.get("notices", []))
     try:
-        return StatusView(json.loads((where / ROUND).read_text()).get("last_round"))
+        doc = json.loads((where / ROUND).read_text())
+        return StatusView(doc.get("last_round"), warnings=doc.get("notices", []))
     except (OSError, ValueError) as exc:
         raise NoView(f"no controller state you may read at {where} ({exc})") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import SynergyError
+from ..hook import install
 from ..owndir import own_dir
 from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..site import SiteError, site_from_dict
@@ -271,15 +272,17 @@ def write_all_config(spec: DevClusterSpec) -> list[Path]:
 
 
 def _install_hook(spec: DevClusterSpec) -> Path:
-    """Copy the project's job_submit.lua and synergy.lua beside slurm.conf (where
-    job_submit/lua looks); the module first, so the script never runs without it."""
+    """Install the hook beside slurm.conf (where job_submit/lua looks) as `synergy hook
+    install --write` does, with the same joining line: the table in the cluster's etc, where
+    its controller config ([hook] state_dir) has the controller write it. (A bare chain()
+    here, the table beside the module, once differed from a site's without a word.)"""
     for rel in (HOOK_MODULE, HOOK_LUA):
-        src = shipped_file(rel)
-        if not src.exists():
-            raise DevClusterError(f"--hook: {src} not found")
-        dst = spec.etc / Path(rel).name
-        shutil.copyfile(src, dst)
-    return dst
+        if not shipped_file(rel).exists():
+            raise DevClusterError(f"--hook: {shipped_file(rel)} not found")
+    steps = install.plan(spec.etc, spec.etc, shipped_file(HOOK_LUA),
+                         shipped_file(HOOK_MODULE), force=True)
+    install.apply(steps, time.strftime("%Y%m%d-%H%M%S"))
+    return spec.etc / install.SCRIPT
 
 
 def _start_munge(spec: DevClusterSpec, slurm: SlurmInstall, binds: list[str]) -> None:
