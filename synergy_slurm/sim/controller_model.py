@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -50,6 +51,8 @@ from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools
 from ..core.usage import UsageSample, busy_share, judge, marks_after
 from ..decide import Change, PendingView, Step, by_pool, reconcile
+from .config import SlurmConfig
+from .results import JobResult, SimResult, check_capped, scheduler
 from .trace import TraceJob
 
 # A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
@@ -127,32 +130,26 @@ class _Inputs:
         return self.bg_next < len(self.background)
 
 
-@dataclass(frozen=True)
-class ModelResult:
-    """What :func:`simulate_controller` returns to the engine, which wraps it."""
-
-    runs: list[_Run]
-    passes: int
-    end_s: float
-    utilisation: list[tuple[float, float, float, float]]
-
-
-def simulate_controller(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config,
-                        on_round: Callable[[float, int], None] | None = None,
-                        max_passes: int = 10_000_000) -> ModelResult:
-    """Replay ``trace`` (sorted by submission) through the model; ``config`` is the
-    engine's :class:`~.engine.SimConfig`."""
-    return _Model(profiles, config, on_round).run(iter(trace), max_passes)
+def simulate_slurm(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
+                   config: SlurmConfig, on_round: Callable[[float, int], None] | None = None,
+                   max_passes: int = 10_000_000) -> SimResult:
+    """Replay ``trace`` (sorted by submission) through the model."""
+    started = time.perf_counter()
+    model = _Model(profiles, config, on_round)
+    runs, passes, end = model.run(iter(trace), max_passes)
+    results = [JobResult(r.trace.job_id, r.trace.model, r.trace.gpus, r.trace.arrival,
+                         r.start, r.finish, r.restarts) for r in runs]
+    return check_capped(SimResult(config, results, passes, end, time.perf_counter() - started,
+                                  model.util), max_passes)
 
 
 class _Model:
-    def __init__(self, profiles: Mapping[str, Profile], config, on_round) -> None:
-        from .engine import _scheduler  # one place builds the policy and allocator
-
+    def __init__(self, profiles: Mapping[str, Profile], config: SlurmConfig,
+                 on_round: Callable[[float, int], None] | None) -> None:
         self.cfg = config
         self.profiles = profiles
         self.on_round = on_round
-        self.policy, self.allocator = _scheduler(config)
+        self.policy, self.allocator = scheduler(config)
         self.slurm_order = get_policy(config.slurm_order or config.policy)
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
@@ -191,7 +188,7 @@ class _Model:
         self.util: list[tuple[float, float, float, float]] = []
 
     # -- the loop ----------------------------------------------------------------------
-    def run(self, arrivals: Iterator[TraceJob], max_passes: int) -> ModelResult:
+    def run(self, arrivals: Iterator[TraceJob], max_passes: int) -> tuple[list[_Run], int, float]:
         inputs = _Inputs.start(arrivals, self.cfg)
         t = next_pass = next_tick = inputs.first_arrival()
         passes = 0
@@ -233,7 +230,7 @@ class _Model:
             if self._stalled(t, inputs):
                 break
             t = self._next_time(t, inputs, next_pass, next_tick)
-        return ModelResult(self.seen, passes, t, self.util)
+        return self.seen, passes, t
 
     def _end_jobs(self, t: float, inputs: _Inputs) -> bool:
         """End the running jobs whose end is due; whether any did."""

@@ -38,7 +38,8 @@ from ..core.pools import Pool
 from ..decide import Change, Decision, JobFacts, opted_in_to_requeue, what_synergy_changes
 from ..errors import BadInputError
 from ..profiles.resolve import trusted
-from ..sim.engine import UNKNOWN_ITER_S, Occupancy
+from ..sim.config import Occupancy
+from ..sim.engine import UNKNOWN_ITER_S
 from ..sim.jobsets import CLASSES
 from ..sim.trace import TraceJob
 from ..slurm.sacct import HistoryJob

@@ -20,7 +20,7 @@ from synergy_slurm.core import ClusterState, JobSpec, PerGpu
 from synergy_slurm.core.demand import ideal_demand
 from synergy_slurm.decide import Change, in_slurm_units
 from synergy_slurm.sim import controller_model
-from synergy_slurm.sim.engine import SimConfig
+from synergy_slurm.sim.config import SlurmConfig
 from synergy_slurm.sim.trace import TraceJob
 from synergy_slurm.slurm.fake import FakeReader, FakeWriter
 from synergy_slurm.slurm.model import SlurmJob, SlurmNode, SlurmPartition, Snapshot
@@ -101,10 +101,10 @@ def model_steps(monkeypatch, profiles, lowers: bool) -> dict[int, tuple]:
     trace = [TraceJob(jid, key, 0.0, 1000, gpus, priority=1000 - jid, work_s=600.0,
                       share=PerGpu(own, 62.5) if own else None, change=str(change))
              for jid, (key, gpus, change, own) in JOBS.items()]
-    cfg = SimConfig(NODE, policy="slurm",
-                    allocator="tune", preemptive=False, round_s=30.0,
+    cfg = SlurmConfig(NODE, policy="slurm",
+                    allocator="tune", round_s=30.0,
                     controller_interval_s=30.0, lowers_pending=lowers, release_delay_s=2.0)
-    controller_model.simulate_controller(trace, profiles, cfg)
+    controller_model.simulate_slurm(trace, profiles, cfg)
     return seen
 
 
