@@ -171,6 +171,15 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     with _option_errors():
         pipeline.check_rule_keys(parsed_rules, profiles)
     cli = SlurmCLI.for_config(cfg.slurm, timeout_s=max(cfg.slurm.timeout_s, 300))
+    req = pipeline.Request(
+        export=export, start=start, end=end, rules=tuple(parsed_rules),
+        mix=tuple(mix) if mix is not None else None, seed=seed, allocator=allocator,
+        startup_s=startup_seconds, default_time_limit_min=default_time_limit,
+        headroom=cfg.usage.headroom, trust=cfg.profiles.trust,
+        usage_rule=rule_of(cfg.usage) if cfg.usage.enabled else None)
+    with _option_errors():
+        history = pipeline.read(req, cli)
+    parsed = pipeline.parse(history)
     site = cluster_option_value(cluster_file)
     release = None
     if site is not None:
@@ -183,16 +192,10 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     release = _release(slurm_release, release, cli)
     ctl = _controller(cfg, release, controller_interval, release_delay, round_seconds,
                       restart_cost, requeue_budget)
-    req = pipeline.Request(
-        export=export, start=start, end=end, rules=tuple(parsed_rules),
-        mix=tuple(mix) if mix is not None else None, seed=seed, allocator=allocator,
-        startup_s=startup_seconds, default_time_limit_min=default_time_limit,
-        headroom=cfg.usage.headroom, trust=cfg.profiles.trust,
-        usage_rule=rule_of(cfg.usage) if cfg.usage.enabled else None)
     inputs = pipeline.Inputs(profiles, found, ctl, release, owners, profiles_from)
     show = sys.stderr.isatty() if progress is None else progress
-    with _option_errors(), _progress(show) as on_progress:
-        result = pipeline.run_whatif(req, inputs, cli, on_progress)
+    with _progress(show) as on_progress:
+        result = pipeline.replay_history(req, inputs, history, parsed, on_progress)
     doc = result.doc
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay

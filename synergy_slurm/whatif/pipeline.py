@@ -113,7 +113,13 @@ def run_whatif(req: Request, inputs: Inputs, cli: SlurmCLI | None = None,
     ``on_progress`` hears the share of the replays done (0 to 1)."""
     check_rule_keys(req.rules, inputs.profiles)
     history = read(req, cli)
-    parsed = parse(history)
+    return replay_history(req, inputs, history, parse(history), on_progress)
+
+
+def replay_history(req: Request, inputs: Inputs, history: History, parsed: Parsed,
+                   on_progress: Callable[[float], None] | None = None) -> Result:
+    """The pipeline from a history already read and parsed (the command reads it before
+    the cluster, so that a bad history is said before Slurm is asked anything)."""
     built = build(req, parsed, inputs, history.read_at, history.source)
     outcome = replay_all(built, inputs, req.allocator, on_progress)
     return Result(document(req, inputs, history.source, parsed, built, outcome), outcome,
