@@ -9,7 +9,7 @@ Jobs opt in to requeue (they checkpoint), so the controller may restart running 
 idle resources when that pays; the simulation charges a requeue's wall time as its restart
 cost: 12 s on 22.05 (measured when this benchmark was written) and 2 s on 26.05. The
 release-facts test measured 1.9 s on both on 2026-12-03
-(tests/slurm/test_release_facts.py -k requeue -s), so the 22.05 figure is likely high.
+(tests/slurm/test_release_facts_on_slurm.py -k requeue -s), so the 22.05 figure is likely high.
 
     python benchmarks/e2e_static.py [--jobs 100] [--scale 0.0167] [--slurm 26.05] [--json]
 

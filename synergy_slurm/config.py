@@ -1,75 +1,10 @@
 """synergy-slurm's configuration: one TOML file (``/etc/slurm/synergy.toml`` by default).
 
 Every key has a default; an unknown key or a value of the wrong type is an error that names
-the key, so a typo never silently changes behaviour.
-
-    [slurm]
-    conf = "/etc/slurm/slurm.conf"      # SLURM_CONF for the commands we run
-    timeout_s = 30
-    reader = "auto"                     # auto (text) | text | json | pyslurm (pyslurm
-                                        # only when built for the running Slurm's release)
-
-    [hook]
-    dir = "/etc/slurm"                  # where job_submit.lua and synergy.lua live
-    state_dir = "/var/lib/synergy"      # the hook table and the kill switch (runtime state)
-    partitions = ["gpu"]
-    default_partition = "gpu"
-    optout_users = []                   # user names whose jobs synergy never touches
-    hold_unknown = true                 # hold jobs without a known profile until shaped
-    hold_known = true                   # known profiles too (false: start at once, shaped;
-                                        # not applied where Slurm lowers scheduled jobs)
-    override_user_shape = false         # may synergy change an explicit --cpus-per-gpu?
-    max_age_s = 120                     # an older table means "controller down"
-
-    [profiles]
-    file = ""                           # profiles JSON (model_profiles.json shape)
-    store = "/var/lib/synergy/profiles.db"  # measured profiles (synergy profile ...)
-    trust = "own"                       # own | site | all: whose measured profiles shape a
-                                        # user's jobs (own: site-wide ones and the user's
-                                        # own; site: only site-wide ones; all: anyone's)
-
-    [controller]
-    mode = "observe"                    # observe | enforce
-    policy = "slurm"                    # slurm (Slurm's priority order) | fifo | srtf | las | ftf
-    allocator = "tune"                  # proportional | greedy | tune | tune-ref | opt
-    interval_s = 30.0                   # seconds between rounds
-    state_db = "/var/lib/synergy/state.db"
-    audit_log = "/var/log/synergy/audit.jsonl"
-    restart_cost_s = 120.0              # what a requeue costs a running job
-    requeue_min_interval_s = 1800.0     # never requeue a job more often
-    requeue_budget = 2                  # requeues per round at most
-    shrink_running_memory = true        # lower running jobs' memory to what their profile
-                                        # needs where Slurm can (26.05, PrologFlags=Contain)
-    metrics_port = 9778                 # Prometheus metrics on this port (0: off)
-    metrics_address = "127.0.0.1"       # where they listen ("0.0.0.0": every interface)
-    write_hook_table = true             # refresh the hook table every round (heartbeat)
-
-    [profiling]                         # profiling jobs the controller submits (enforce)
-    auto = false                        # profile managed jobs whose key is unknown
-                                        # (runs the user's script: see docs)
-    budget_s = 300                      # wall budget of one profile (time limit + 2 min)
-    spool = "/var/lib/synergy/profiling"  # one directory per profiling job, owned by its user
-    account = ""                        # Slurm account charged (empty: the user's default)
-    partition = ""                      # empty: the job's own partition
-    max_cpus_per_gpu = 0                # most cores/GPU to try (0: a node's cores / job GPUs)
-    command = ""                        # synergy on the nodes (empty: this Python -m ...)
-    retry_after_s = 86400               # a failed key is tried again after this long
-    disk_gb_s = 0.5                     # the site's storage bandwidth (memory model)
-    mem_gb_s = 10.0                     # reading from the page cache
-
-    [whatif]                            # synergy whatif: replaying the site's history
-    rules = []                          # FIELD:REGEX=KEY, e.g. "name:^resnet=res50"
-
-    [usage]                             # the closed loop: what running jobs use (sstat)
-    enabled = true                      # needs job accounting (JobAcctGatherType)
-    every_rounds = 4                    # read sstat every N rounds
-    max_jobs = 200                      # at most this many running jobs per read
-    threshold = 0.3                     # used below this share of what was given: suspect
-    min_jobs = 1                        # a user's jobs of a key watched before judging
-    min_observed_s = 300                # each watched this long at least
-    headroom = 1.25                     # the cap: the most seen used, times this
-    progress_dir = ""                   # where jobs report progress (shared, mode 1777)
-    throughput_off = 2.0                # measured profile this far off: profile again
+the key, so a typo never silently changes behaviour. The sections below are the keys and
+their defaults; docs/synergy.toml.example shows every one with its default and what it
+means (tests/test_config.py checks it against these dataclasses, key by key, so it is the
+one place to read them and cannot drift).
 """
 
 from __future__ import annotations

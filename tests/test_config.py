@@ -57,14 +57,20 @@ def test_the_documented_example_is_every_key_at_its_default():
     docs = Path(__file__).resolve().parents[1] / "docs"
     example = docs / "synergy.toml.example"
     doc = tomllib.loads(example.read_text())
-    assert load_config(example, missing_ok=False) == dataclasses.replace(
-        Config(), path=str(example))
     guide = (docs / "admin-guide.md").read_text()
+    assert set(doc) == set(SECTIONS)
     for name, cls in SECTIONS.items():
         keys = {f.name for f in dataclasses.fields(cls)}
         assert set(doc[name]) == keys, name
+        defaults = cls()
         for key in keys:
+            # Key by key, so a drifted default names itself (a TOML array is the tuple).
+            value = doc[name][key]
+            shown = tuple(value) if isinstance(value, list) else value
+            assert shown == getattr(defaults, key), f"[{name}] {key}: example {value!r}"
             assert f"| `{key}` |" in guide, f"[{name}] {key} missing from admin-guide.md"
+    assert load_config(example, missing_ok=False) == dataclasses.replace(
+        Config(), path=str(example))
 
 
 def test_config_check_lists_every_problem_or_prints_the_effective_config(tmp_path):

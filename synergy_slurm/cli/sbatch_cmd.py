@@ -36,6 +36,7 @@ from ..hook.sbatch_args import (
     script_directives,
     script_index,
 )
+from ..slurm.units import size_mb
 from ..templates import TemplateError, available, find, parse_template, parse_vars
 from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN, dataset_token
 from .errors import BadInput, Boundary, Failed
@@ -59,11 +60,8 @@ def dataset_gb(text: str) -> float:
         raise click.BadParameter(f"expected a size like 120G or 500M, got {text!r}",
                                  param_hint="--dataset-size")
     unit = m.group(2).upper()
-    if unit:
-        mb = float(m.group(1)) * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2}[unit]
-        value = mb / MB_PER_GB
-    else:
-        value = float(m.group(1))
+    # A suffix is Slurm's binary unit, read by the adapter's one table.
+    value = size_mb(m.group(1) + unit) / MB_PER_GB if unit else float(m.group(1))
     if value <= 0:
         raise click.BadParameter("must be positive", param_hint="--dataset-size")
     if value >= MAX_DATASET_GB:

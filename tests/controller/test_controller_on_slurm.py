@@ -245,7 +245,7 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     """26.05: a running gnmt job that asked for most of n1's memory runs as fast with
     20.83 GB; the controller lowers it in place and the job waiting for n1's memory
     starts, while the gnmt job runs on unrestarted. (Earlier releases cannot:
-    tests/slurm/test_release_facts.py::test_lowering_a_running_jobs_memory.)"""
+    tests/slurm/test_release_facts_on_slurm.py::test_lowering_a_running_jobs_memory.)"""
     cli, tmp = env["cli"], env["tmp"]
     if not SlurmReader(cli).release.lowers_running_memory:
         pytest.skip(f"Slurm {SlurmReader(cli).release} cannot lower a running job's memory")

@@ -1,4 +1,4 @@
-"""The parser on output recorded from each Slurm release (tests/slurm/record_fixtures.py),
+"""The parser on output recorded from each Slurm release (scripts/record/record_fixtures.py),
 a hand-written sample of what the dev cluster cannot produce yet (typed GPUs), and bad
 input. The same submissions parse to the same jobs on every release."""
 
@@ -248,7 +248,7 @@ def test_reader_choice_auto_reads_text_and_pyslurm_only_for_its_own_release(monk
 ])
 def test_a_resize_in_flight_is_read_from_the_state_flags(state, resizing):
     """26.05 lowers a running job's memory asynchronously; until its nodes answer the job's
-    state carries RESIZING (tests/slurm/test_release_facts.py records it live)."""
+    state carries RESIZING (tests/slurm/test_release_facts_on_slurm.py records it live)."""
     doc = {"jobs": [{"job_id": 5, "job_state": state, "tres_per_job": "gres:gpu:1",
                      "user_name": "u", "partition": "p"}]}
     jobs, skipped = parse_jobs(json.dumps(doc))

@@ -1,4 +1,4 @@
-"""sacct's history, recorded from each release (tests/slurm/record_history.py), parsed the
+"""sacct's history, recorded from each release (scripts/record/record_history.py), parsed the
 same from JSON and from -P text; bad records skipped with a reason, never a traceback."""
 
 from __future__ import annotations

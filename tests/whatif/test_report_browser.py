@@ -10,11 +10,13 @@ import struct
 import subprocess
 
 import pytest
-from click.testing import CliRunner
 
-from synergy_slurm.cli.main import main
+from synergy_slurm.site import load_site
+from synergy_slurm.slurm.release import Release
+from synergy_slurm.whatif import report
 
 from .site_history import CLUSTER_TOML, site_history
+from .test_whatif import pipeline_run
 
 WIDTH, HEIGHT = 1280, 800
 # Appended to a copy of the page: the text of every element whose top is on the first
@@ -55,16 +57,16 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-def test_the_reports_first_screen_in_a_browser(tmp_path):
+def test_the_reports_first_screen_in_a_browser(tmp_path, paper_profiles):
     browser = chromium()
     hist, cluster = tmp_path / "history.txt", tmp_path / "v100.toml"
     hist.write_text(site_history(n=300, seed=5))
     cluster.write_text(CLUSTER_TOML)
-    report = tmp_path / "report"
-    res = CliRunner().invoke(main, ["whatif", "--from", str(hist), "--cluster", str(cluster),
-                                    "--slurm-release", "22.05", "--report", str(report)])
-    assert res.exit_code == 0, res.output
-    page = report / "report.html"
+    result = pipeline_run(hist, paper_profiles, found=load_site(str(cluster)).pools(),
+                          release=Release.parse("22.05"))
+    page = tmp_path / "report" / "report.html"
+    page.parent.mkdir()
+    report.write_html(result.doc, result.outcome, page, result.used)
     shot = tmp_path / "first-screen.png"
     browse(browser, page.as_uri(), f"--screenshot={shot}")
     assert png_size(shot) == (WIDTH, HEIGHT) and shot.stat().st_size > 20_000

@@ -1,5 +1,7 @@
 """Allocators: turn policy-ordered jobs into per-server shares."""
 
+from collections.abc import Callable
+
 from ..ledger import PLACEMENTS
 from .base import AdmittingAllocator, Allocator
 from .opt import OptAllocator
@@ -7,12 +9,21 @@ from .simple import GreedyAllocator, ProportionalAllocator
 from .tune import TuneAllocator
 from .tune_ref import RefTuneAllocator
 
-ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "opt")
+# Every allocator by name, in the order the commands list them: adding one is one line here
+# (a constructor taking OPT's wall-time limit, which the others ignore).
+ALLOCATORS: dict[str, Callable[[float], Allocator]] = {
+    "proportional": lambda _limit: ProportionalAllocator(),
+    "greedy": lambda _limit: GreedyAllocator(),
+    "tune-ref": lambda _limit: RefTuneAllocator(),
+    "tune": lambda _limit: TuneAllocator(),
+    "opt": lambda limit: OptAllocator(time_limit_s=limit),
+}
+ALLOCATOR_NAMES = tuple(ALLOCATORS)
 
 
 def get_allocator(name: str, placement: str | None = None,
                   opt_time_limit_s: float = 1.5) -> Allocator:
-    """An allocator by name: proportional, greedy, tune-ref, tune or opt.
+    """A new allocator by name (``ALLOCATORS``: proportional, greedy, tune-ref, tune, opt).
 
     ``tune`` is TUNE with interpolation (the default: it measures better, see
     benchmarks/core_round.py --opt-gap); ``tune-ref`` is the reference's TUNE rule for rule
@@ -21,20 +32,12 @@ def get_allocator(name: str, placement: str | None = None,
     (tune-ref: the reference's "first-free"). ``opt_time_limit_s``: OPT's wall-time
     safety net.
     """
-    key = name.lower()
-    alloc: Allocator
-    if key == "proportional":
-        alloc = ProportionalAllocator()
-    elif key == "greedy":
-        alloc = GreedyAllocator()
-    elif key == "tune-ref":
-        alloc = RefTuneAllocator()
-    elif key == "tune":
-        alloc = TuneAllocator()
-    elif key == "opt":
-        alloc = OptAllocator(time_limit_s=opt_time_limit_s)
-    else:
-        raise ValueError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATOR_NAMES)}")
+    try:
+        make = ALLOCATORS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown allocator {name!r}; choose from "
+                         f"{', '.join(ALLOCATOR_NAMES)}") from None
+    alloc = make(opt_time_limit_s)
     if placement is not None:
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; choose from "
@@ -43,6 +46,6 @@ def get_allocator(name: str, placement: str | None = None,
     return alloc
 
 
-__all__ = ["ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator", "GreedyAllocator",
-           "OptAllocator", "ProportionalAllocator", "RefTuneAllocator", "TuneAllocator",
-           "get_allocator"]
+__all__ = ["ALLOCATORS", "ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator",
+           "GreedyAllocator", "OptAllocator", "ProportionalAllocator", "RefTuneAllocator",
+           "TuneAllocator", "get_allocator"]
