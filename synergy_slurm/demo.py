@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .core import PerGpu, Profile
 from .core.pools import Pool, merged
-from .sim.config import SlurmConfig
+from .decide import ControllerSettings
+from .sim.config import slurm_config
 from .sim.jobsets import models_in_turn
 from .sim.simulate import simulate
 from .sim.trace import TraceJob
@@ -112,6 +113,12 @@ def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]
     this cluster (``pools``, Slurm passing every ``sched_s``), each job arriving when it
     was really submitted in that phase (``submitted``: phase -> index -> seconds), the
     controller as configured (``controller``: the [controller] section the demo ran)."""
+    settings = ControllerSettings(
+        interval_s=controller["interval_s"], release_delay_s=RELEASE_DELAY_S,
+        lowers_pending=lowers_pending, requeue_budget=controller["requeue_budget"],
+        requeue_interval_s=controller["requeue_min_interval_s"],
+        restart_cost_s=controller["restart_cost_s"], sched_s=sched_s,
+        policy=controller["policy"])
     out = {}
     for phase, alloc in (("proportional", "proportional"), ("synergy", "tune")):
         at = submitted.get(phase, {})
@@ -119,14 +126,7 @@ def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]
                                  requeue_ok=True, partition=j.partition,
                                  work_s=j.seconds, startup_s=STARTUP_S) for j in jobs),
                        key=lambda t: (t.arrival, t.job_id))
-        cfg = SlurmConfig(merged(pools), policy=controller["policy"], allocator=alloc,
-                          round_s=sched_s, restart_cost_s=controller["restart_cost_s"],
-                          pools=tuple(pools),
-                          requeue_budget=controller["requeue_budget"]
-                          if alloc != "proportional" else 0,
-                          requeue_interval_s=controller["requeue_min_interval_s"],
-                          requeue_opt_in=True, controller_interval_s=controller["interval_s"],
-                          release_delay_s=RELEASE_DELAY_S, lowers_pending=lowers_pending)
+        cfg = slurm_config(settings, merged(pools), alloc, tuple(pools))
         res = simulate(trace, profiles, cfg)
         ends = {r.job_id: r.finish for r in res.jobs if r.finish is not None}
         out[phase] = phase_result(phase, ends, at)

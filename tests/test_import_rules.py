@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "userfiles": set(),
     "config": {"core"},
     "core": set(),
-    "decide": {"core", "vocabulary"},
+    "decide": {"config", "core", "vocabulary"},
     "profiles": {"core", "dbfile", "vocabulary"},
     "sim": {"core", "decide", "profiles"},
     "whatif": {"core", "decide", "owndir", "profiles", "sim", "slurm", "vocabulary"},
@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
                    "dbfile", "owndir", "userfiles"},
     "templates": {"shipped"},
     "emulate": {"core", "profiles", "slurm", "vocabulary"},
-    "demo": {"core", "owndir", "slurm", "sim", "vocabulary"},
+    "demo": {"core", "decide", "owndir", "slurm", "sim", "vocabulary"},
     "cli": {"*"},
     "__main__": {"cli"},
 }

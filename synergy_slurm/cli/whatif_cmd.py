@@ -13,12 +13,12 @@ import click
 from ..controller.usage import rule_of
 from ..core import ALLOCATOR_NAMES, ClusterState
 from ..core.pools import Pool
+from ..decide import ControllerSettings
 from ..owndir import check_target, own_dir
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.release import Release, detect
 from ..slurm.sacct import HISTORY_JSON_ARGS, HISTORY_TEXT_ARGS
 from ..whatif import HistoryError, Rule, pipeline, report
-from ..whatif import replay as replay_mod
 from .errors import Failed, writable_dir
 from .options import (
     check_server,
@@ -314,18 +314,11 @@ def _release(option: str, live: Release | None, cli: SlurmCLI) -> Release | None
 
 def _controller(cfg, release: Release | None, interval: float | None, release_delay: float,
                 sched_s: float, restart_cost: float | None, requeue_budget: int | None
-                ) -> replay_mod.Controller:
-    """The controller and Slurm of the synergy replay: the config's, the options', and what
-    the release offers."""
-    c = cfg.controller
-    lowers = release.lowers_pending if release else False
-    return replay_mod.Controller(
-        interval_s=c.interval_s if interval is None else interval,
-        release_delay_s=release_delay, lowers_pending=lowers,
-        shrink_memory=bool(release and release.lowers_running_memory
-                           and c.shrink_running_memory),
-        requeue_budget=c.requeue_budget if requeue_budget is None else requeue_budget,
-        requeue_interval_s=c.requeue_min_interval_s,
-        restart_cost_s=c.restart_cost_s if restart_cost is None else restart_cost,
-        sched_s=sched_s, policy=c.policy, hold_known=cfg.hook.hold_known,
-        hold_unknown=cfg.hook.hold_unknown)
+                ) -> ControllerSettings:
+    """The controller and Slurm of the synergy replay: the config's (the one record the
+    demo's prediction builds too), the options', and what the release offers."""
+    return ControllerSettings.from_config(
+        cfg, lowers_pending=bool(release and release.lowers_pending),
+        lowers_running_memory=bool(release and release.lowers_running_memory),
+        interval_s=interval, release_delay_s=release_delay, sched_s=sched_s,
+        restart_cost_s=restart_cost, requeue_budget=requeue_budget)

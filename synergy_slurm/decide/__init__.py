@@ -8,6 +8,8 @@ it as submitted (not ours to shape)."""
 from .change import Change, Decision, JobFacts, opted_in_to_requeue, what_synergy_changes
 from .grouping import by_pool
 from .reconcile import PendingView, Reconciled, Step, in_slurm_units, reconcile
+from .settings import ControllerSettings
 
-__all__ = ["Change", "Decision", "JobFacts", "PendingView", "Reconciled", "Step", "by_pool",
-           "in_slurm_units", "opted_in_to_requeue", "reconcile", "what_synergy_changes"]
+__all__ = ["Change", "ControllerSettings", "Decision", "JobFacts", "PendingView", "Reconciled",
+           "Step", "by_pool", "in_slurm_units", "opted_in_to_requeue", "reconcile",
+           "what_synergy_changes"]

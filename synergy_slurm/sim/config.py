@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core import ClusterState, PerGpu, Resources
 from ..core.backfill import BF_MAX_JOB_TEST
 from ..core.pools import Pool
 from ..core.usage import UsageRule
+from ..decide import ControllerSettings
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,21 @@ class SlurmConfig(SimConfig):
         if self.controller_interval_s < 0 or self.release_delay_s < 0:
             raise ValueError("the controller's interval and release delay must not be "
                              "negative")
+
+
+def slurm_config(settings: ControllerSettings, cluster: ClusterState, allocator: str,
+                 pools: tuple[Pool, ...] = (), **extra: Any) -> SlurmConfig:
+    """The controller model's config for the site's ``settings`` (the one mapping whatif's
+    replay and the demo's prediction use); ``extra``: what only the caller knows (the
+    queue's order, the background, the closed loop's caps, ...). Jobs are requeued only
+    where they opted in, as the controller requeues them."""
+    fields: dict[str, Any] = {
+        "policy": settings.policy, "round_s": settings.sched_s,
+        "restart_cost_s": settings.restart_cost_s, "pools": tuple(pools),
+        "requeue_budget": settings.requeue_budget if allocator != "proportional" else 0,
+        "requeue_interval_s": settings.requeue_interval_s, "requeue_opt_in": True,
+        "shrink_memory": settings.shrink_memory, "controller_interval_s": settings.interval_s,
+        "release_delay_s": settings.release_delay_s,
+        "lowers_pending": settings.lowers_pending, "hold_known": settings.hold_known,
+        "hold_unknown": settings.hold_unknown}
+    return SlurmConfig(cluster, allocator=allocator, **{**fields, **extra})

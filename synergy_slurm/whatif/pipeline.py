@@ -22,6 +22,7 @@ from typing import Any
 from ..core import PerGpu, Profile
 from ..core.pools import Pool, merged
 from ..core.usage import UsageRule
+from ..decide import ControllerSettings
 from ..errors import BadInputError, SynergyError
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.model import Skipped
@@ -66,7 +67,7 @@ class Inputs:
     controller's settings."""
     profiles: Mapping[str, Profile]
     pools: tuple[Pool, ...]
-    ctl: replay_mod.Controller
+    ctl: ControllerSettings
     release: Release | None = None
     owners: Mapping[str, str] = field(default_factory=dict)
     profiles_from: str = ""

@@ -21,37 +21,20 @@ import numpy as np
 
 from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
-from ..sim.config import SlurmConfig
+from ..decide import ControllerSettings
+from ..sim.config import slurm_config
 from ..sim.results import JobResult, SimResult
 from ..sim.simulate import simulate
 from ..vocabulary import MB_PER_GB
 from .history import HistoryError, Replay
 
 GROUPS = ("partition", "account")
+# The controller's default settings (a replay that is given none).
+DEFAULT_SETTINGS = ControllerSettings()
 RUNS = ("actual", "plain", "synergy")
 # Jobs by size (GPUs): the fairness cost of a plan shows as JCT by size.
 SIZES = ((1, 1, "1 GPU"), (2, 2, "2 GPUs"), (3, 4, "3-4 GPUs"), (5, 8, "5-8 GPUs"),
          (9, 1 << 30, "9+ GPUs"))
-
-
-@dataclass(frozen=True)
-class Controller:
-    """How the site's controller and Slurm would run the synergy replay: its round, the
-    delay from a release to Slurm's start, whether the release honours lowering a pending
-    job (and so shapes known jobs at submission) and lowers running jobs' memory, the
-    requeue rule, and Slurm's scheduling cadence."""
-
-    interval_s: float = 30.0
-    release_delay_s: float = 2.0
-    lowers_pending: bool = False
-    shrink_memory: bool = False
-    requeue_budget: int = 0
-    requeue_interval_s: float = 0.0
-    restart_cost_s: float = 0.0
-    sched_s: float = 30.0
-    policy: str = "slurm"
-    hold_known: bool = True
-    hold_unknown: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,7 +105,8 @@ PARALLEL_FROM = 5000
 
 
 def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
-        pools: Sequence[Pool], allocator: str = "tune", ctl: Controller = Controller(),
+        pools: Sequence[Pool], allocator: str = "tune",
+        ctl: ControllerSettings = DEFAULT_SETTINGS,
         on_round: Callable[[str, float], None] | None = None,
         forecasts: Mapping[str, Replay] | None = None,
         caps: Mapping[tuple[str, str], PerGpu] | None = None) -> Outcome:
@@ -145,16 +129,9 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
             **{name: (rp, allocator) for name, rp in (forecasts or {}).items()}}
     tasks = {}
     for name, (rp, alloc) in runs.items():
-        cfg = SlurmConfig(cluster, policy=policy, slurm_order=order, allocator=alloc,
-                          round_s=ctl.sched_s, restart_cost_s=ctl.restart_cost_s,
-                          background=tuple(rp.background), pools=tuple(pools),
-                          requeue_budget=ctl.requeue_budget, requeue_opt_in=True,
-                          requeue_interval_s=ctl.requeue_interval_s,
-                          shrink_memory=ctl.shrink_memory,
-                          controller_interval_s=ctl.interval_s,
-                          release_delay_s=ctl.release_delay_s,
-                          lowers_pending=ctl.lowers_pending, hold_known=ctl.hold_known,
-                          hold_unknown=ctl.hold_unknown, caps=dict(caps or {}))
+        cfg = slurm_config(ctl, cluster, alloc, tuple(pools), policy=policy,
+                           slurm_order=order, background=tuple(rp.background),
+                           caps=dict(caps or {}))
         trace = sorted(rp.trace, key=lambda t: (t.arrival, t.job_id))
         tasks[name] = (trace, {**profiles, **rp.profiles}, cfg)
     workers = min(len(tasks), os.cpu_count() or 1)

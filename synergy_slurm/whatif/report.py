@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
+from ..decide import ControllerSettings
 from ..slurm.sacct import HistoryJob
 from ..slurm.sacct_usage import UsageRead
 from . import forecast, summary
@@ -20,7 +21,6 @@ from .infer import infer_class
 from .replay import (
     GROUPS,
     RUNS,
-    Controller,
     Outcome,
     actual_utilisation,
     fidelity,
@@ -42,7 +42,7 @@ ROWS = (("jobs", "jobs"), ("unfinished", "unfinished"), ("mean wait (h)", "wait_
 
 
 def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[Pool],
-          ctl: Controller, source: str, skipped: int, skipped_reasons: dict[str, int],
+          ctl: ControllerSettings, source: str, skipped: int, skipped_reasons: dict[str, int],
           assumptions: dict | None = None) -> dict:
     overall = {w: stats(list(outcome.times(w).values())).as_dict() for w in RUNS}
     plain, syn, actual = overall["plain"], overall["synergy"], overall["actual"]

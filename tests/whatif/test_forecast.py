@@ -9,6 +9,7 @@ import pytest
 
 from synergy_slurm.core import PerGpu
 from synergy_slurm.core.usage import UNLIMITED, UsageRule
+from synergy_slurm.decide import ControllerSettings
 from synergy_slurm.slurm.sacct_usage import JobUsage
 from synergy_slurm.vocabulary import MB_PER_GB
 from synergy_slurm.whatif import build_replay
@@ -24,7 +25,7 @@ from synergy_slurm.whatif.forecast import (
     to_profile,
     used_profile,
 )
-from synergy_slurm.whatif.replay import Controller, run, stats
+from synergy_slurm.whatif.replay import run, stats
 
 from .test_whatif import hjob, pools
 
@@ -69,7 +70,7 @@ def forecasts(history, usage, profiles):
     rp = build_replay(history, profiles, found, guess=InferredGuess(classes))
     used = build_replay(history, profiles, found, guess=UsedGuess(key_needs(history, usage,
                                                                            1.25)))
-    out = run(rp, profiles, found[0].cluster, found, "tune", Controller(interval_s=30.0),
+    out = run(rp, profiles, found[0].cluster, found, "tune", ControllerSettings(interval_s=30.0),
               forecasts={"guaranteed": used})
     plain = stats(list(out.times("plain").values())).jct_mean_h
     return ({name: gain(plain, stats(list(out.times(name).values())).jct_mean_h)
@@ -131,7 +132,7 @@ def test_a_users_profile_whose_jobs_used_far_less_than_given_is_capped_as_the_lo
     times = {}
     for name, c in (("trusted", None), ("capped", caps)):
         out = run(rp, paper_profiles, found[0].cluster, found, "tune",
-                  Controller(interval_s=30.0), caps=c)
+                  ControllerSettings(interval_s=30.0), caps=c)
         times[name] = out.times("synergy")
     assert times["trusted"][2].end == pytest.approx(times["trusted"][3].end)
     assert times["capped"][2].end > times["capped"][3].end * 1.05

@@ -14,12 +14,13 @@ from synergy_slurm.cli.main import main
 from synergy_slurm.core import ClusterState, PerGpu, Resources, Server
 from synergy_slurm.core.pools import Pool
 from synergy_slurm.core.usage import UsageRule
+from synergy_slurm.decide import ControllerSettings
 from synergy_slurm.errors import BadInputError
 from synergy_slurm.site import load_site
 from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, HistoryJob, parse_history
 from synergy_slurm.whatif import HistoryError, Rule, build_replay, pipeline, report
 from synergy_slurm.whatif.history import MixGuess
-from synergy_slurm.whatif.replay import Controller, run
+from synergy_slurm.whatif.replay import run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "slurm" / "fixtures"
 T = 1_800_000_000.0
@@ -44,7 +45,7 @@ def pools(*names: str) -> tuple[Pool, ...]:
 
 def replay(rp, profiles, cluster=None, allocator="tune", **ctl):
     found = pools(*(s.name for s in (cluster or ClusterState.uniform(1)).servers))
-    return run(rp, profiles, found[0].cluster, found, allocator, Controller(**ctl))
+    return run(rp, profiles, found[0].cluster, found, allocator, ControllerSettings(**ctl))
 
 
 def test_the_recorded_history_becomes_a_replay(paper_profiles):
@@ -157,7 +158,7 @@ def pipeline_run(export: Path, profiles, servers: int = 4, round_s: float = 30.0
     """whatif's pipeline on a saved history, on ``servers`` identical servers (or the
     pools ``found``), with the closed loop on as [usage] has it by default."""
     found = found or (Pool("", ClusterState.uniform(servers)),)
-    inputs = pipeline.Inputs(profiles, found, Controller(sched_s=round_s), release,
+    inputs = pipeline.Inputs(profiles, found, ControllerSettings(sched_s=round_s), release,
                              profiles_from="the paper's")
     return pipeline.run_whatif(pipeline.Request(export=export, usage_rule=UsageRule(), **req),
                                inputs)
@@ -268,7 +269,8 @@ def test_fixed_outcomes_run_as_long_as_they_did(paper_profiles):
             for i, state in enumerate(("TIMEOUT", "FAILED", "CANCELLED", "COMPLETED"), 1)]
     rp = build_replay(hist, paper_profiles, pools("n1", "n2", "n3", "n4"), startup_s=600.0)
     out = run(rp, paper_profiles, rp_cluster := pools("n1", "n2", "n3", "n4")[0].cluster,
-              pools("n1", "n2", "n3", "n4"), "tune", Controller(sched_s=5.0, interval_s=5.0))
+              pools("n1", "n2", "n3", "n4"), "tune",
+              ControllerSettings(sched_s=5.0, interval_s=5.0))
     assert rp_cluster.total.gpus == 32
     syn = out.times("synergy")
     for i in (1, 2, 3):
@@ -402,7 +404,7 @@ def test_each_jobs_profile_is_picked_as_the_controller_picks_it(paper_profiles):
     rp = build_replay(jobs, profiles, (typed,), owners={"res18": "bob"}, trust="own")
     assert rp.source == {1: "comment", 2: "unknown", 3: "comment", 4: "unknown"}
     assert [t.model for t in rp.trace] == ["bert@a100", "", "res18", ""]
-    out = run(rp, profiles, typed.cluster, (typed,), "tune", Controller())
+    out = run(rp, profiles, typed.cluster, (typed,), "tune", ControllerSettings())
     assert len(out.times("synergy")) == 4              # replayed with the typed profile
     rp = build_replay(jobs, profiles, (typed,), owners={"res18": "bob"}, trust="all")
     assert rp.source[4] == "comment"
