@@ -5,9 +5,10 @@ from .base import AdmittingAllocator, Allocator
 from .opt import OptAllocator
 from .simple import GreedyAllocator, ProportionalAllocator
 from .tune import TuneAllocator
+from .tune_plus import TunePlusAllocator
 from .tune_ref import RefTuneAllocator
 
-ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "opt")
+ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "tune-plus", "opt")
 
 
 def get_allocator(name: str, placement: str | None = None,
@@ -31,6 +32,8 @@ def get_allocator(name: str, placement: str | None = None,
         alloc = RefTuneAllocator()
     elif key == "tune":
         alloc = TuneAllocator()
+    elif key == "tune-plus":
+        alloc = TunePlusAllocator()
     elif key == "opt":
         alloc = OptAllocator(time_limit_s=opt_time_limit_s)
     else:
@@ -45,4 +48,5 @@ def get_allocator(name: str, placement: str | None = None,
 
 __all__ = ["ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator", "GreedyAllocator",
            "OptAllocator", "ProportionalAllocator", "RefTuneAllocator", "TuneAllocator",
+           "TunePlusAllocator",
            "get_allocator"]

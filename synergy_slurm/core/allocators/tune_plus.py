@@ -1,0 +1,210 @@
+"""TUNE+: TUNE's admission, with the queue's cores and memory shared by marginal speedup.
+
+Why: TUNE gives each job in policy order its ideal share while one fits, so the first
+jobs take cores that later, more sensitive jobs would turn into more throughput, and it
+packs jobs on the fullest server, so the cores an insensitive job leaves idle sit beside
+its own GPUs where no sensitive job can use them (docs/results/opt_gap.md: both together
+are most of TUNE's 9.4% mean gap to the OPT bound). TUNE+ keeps TUNE's admission (the same
+jobs, chosen in policy order by GPUs alone) and its floor, and changes how the admitted
+jobs share cores and memory:
+
+1. Targets: every admitted job starts at its cheapest share that keeps the floor, then the
+   free cores and memory of the whole cluster go, step by step, to the job whose next
+   step buys the most speedup per resource (a greedy multiple-choice knapsack over the
+   same candidate shares as OPT's, :func:`queue_targets`).
+2. Packing: jobs are placed most demanding first, each on the server that keeps the most
+   room per free GPU for the jobs still to come (:func:`balanced_placement`), so cores
+   left idle by an insensitive job are where a sensitive job can use them. A job that
+   does not fit at its target goes through TUNE's steps (lowered, peers lowered).
+3. Repair: cores and memory left idle on a server go to the jobs there by gain, and
+   pairs of jobs on one server trade a step down for a bigger step up (:mod:`.repair`).
+
+If a job the GPUs admit cannot be placed (a corner of uneven servers), the plan is
+TUNE's own, so TUNE+ never drops a job TUNE places. Everything is ordered by values and
+job ids only: identical input gives an identical plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..demand import Demand
+from ..job import JobSpec
+from ..ledger import Ledger, spread
+from ..plan import Plan
+from ..resources import MEM_EPS, ClusterState, floor_div
+from .base import Allocator, admitted_at_once
+from .opt import candidates
+from .repair import repair
+from .tune import TuneAllocator, place_tuned, upgrade_lowered
+
+
+@dataclass(frozen=True)
+class Weights:
+    """What a core and a GB cost, each as a share of what the round has free: one unit of
+    cost is the whole free pool of either."""
+
+    per_cpu: float
+    per_gb: float
+
+    def cost(self, gpus: int, d: Demand) -> float:
+        return gpus * (d.share.cpus * self.per_cpu + d.share.mem_gb * self.per_gb)
+
+
+class TunePlusAllocator(Allocator):
+    name = "tune-plus"
+
+    def __init__(self) -> None:
+        self.fallback = TuneAllocator()
+
+    def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
+        ledger = Ledger(cluster, self.placement)
+        skipped: dict[int, str] = {}
+        admitted = admitted_at_once(jobs, cluster, ledger.free_gpus, skipped)
+        if not admitted:
+            return ledger.to_plan(skipped, self.name)
+        cands = {j.id: candidates(j, cluster) for j in admitted}
+        target = queue_targets(admitted, cands, ledger)
+        if not pack(admitted, target, ledger):
+            self.fallback.placement = self.placement
+            plan = self.fallback.allocate(jobs, cluster)
+            return Plan(plan.allocations, plan.skipped, self.name,
+                        fallback=f"{self.fallback.name}: packing lost a job")
+        upgrade_lowered(ledger)
+        repair(ledger, cands)
+        rank = {j.id: k for k, j in enumerate(admitted)}
+        plan = ledger.to_plan(skipped, self.name)
+        allocs = tuple(sorted(plan.allocations, key=lambda a: rank[a.job_id]))
+        return Plan(allocs, plan.skipped, self.name)
+
+
+def weights(ledger: Ledger) -> Weights:
+    _, c, m = ledger.total_free()
+    return Weights(1.0 / c if c > 0 else 1.0, 1.0 / m if m > MEM_EPS else 1.0)
+
+
+def queue_targets(jobs: list[JobSpec], cands: dict[int, list[Demand]], ledger: Ledger
+                  ) -> dict[int, Demand]:
+    """Each job's share if the cluster were one machine: the cheapest floor-keeping share
+    first, then upgrades by speedup gained per cost while the free totals last."""
+    w = weights(ledger)
+    _, free_c, free_m = ledger.total_free()
+    now: dict[int, Demand] = {}
+    for j in jobs:
+        now[j.id] = min(cands[j.id], key=lambda d, g=j.gpus: (w.cost(g, d), -d.speedup))
+        free_c -= j.gpus * now[j.id].share.cpus
+        free_m -= j.gpus * now[j.id].share.mem_gb
+    by_id = {j.id: j for j in jobs}
+    heap: list[tuple[float, int, int, Demand]] = []
+    for k, j in enumerate(jobs):
+        _push_step(heap, j, k, now[j.id], cands[j.id], w, free_c, free_m)
+    while heap:
+        _, k, jid, step = heapq.heappop(heap)
+        j, cur = by_id[jid], now[jid]
+        dc = j.gpus * (step.share.cpus - cur.share.cpus)
+        dm = j.gpus * (step.share.mem_gb - cur.share.mem_gb)
+        if dc > free_c or dm > free_m + MEM_EPS:
+            _push_step(heap, j, k, cur, cands[jid], w, free_c, free_m)
+            continue
+        now[jid] = step
+        free_c -= dc
+        free_m -= dm
+        _push_step(heap, j, k, step, cands[jid], w, free_c, free_m)
+    return now
+
+
+def _push_step(heap: list[tuple[float, int, int, Demand]], job: JobSpec, rank: int,
+               cur: Demand, cands: list[Demand], w: Weights, free_c: float,
+               free_m: float) -> None:
+    """Queue the job's best next step: of the faster shares that fit what is left, the one
+    with the most speedup per added cost (a step that frees resources first)."""
+    best: tuple[float, Demand] | None = None
+    base = w.cost(job.gpus, cur)
+    for d in cands:
+        if d.speedup <= cur.speedup + 1e-12:
+            continue
+        dc = job.gpus * (d.share.cpus - cur.share.cpus)
+        dm = job.gpus * (d.share.mem_gb - cur.share.mem_gb)
+        if dc > free_c or dm > free_m + MEM_EPS:
+            continue
+        extra = w.cost(job.gpus, d) - base
+        ratio = (d.speedup - cur.speedup) / extra if extra > 1e-15 else float("inf")
+        if best is None or ratio > best[0] + 1e-12:
+            best = (ratio, d)
+    if best is not None:
+        heapq.heappush(heap, (-best[0], rank, job.id, best[1]))
+
+
+def pack(jobs: list[JobSpec], target: dict[int, Demand], ledger: Ledger) -> bool:
+    """Place every job at its target, most demanding per GPU first, on the server that
+    keeps the most room for the rest; jobs that do not fit go through TUNE's steps
+    afterwards. False if one still has no room."""
+    fair = ledger.fair
+    w_c = 1.0 / fair.cpus if fair.cpus > 0 else 1.0
+    w_m = 1.0 / fair.mem_gb if fair.mem_gb > MEM_EPS else 1.0
+    rank = {j.id: k for k, j in enumerate(jobs)}
+
+    def heaviness(j: JobSpec) -> tuple[float, int]:
+        s = target[j.id].share
+        return (-(s.cpus * w_c + s.mem_gb * w_m), rank[j.id])
+
+    order = sorted(jobs, key=heaviness)
+    left_c = sum(j.gpus * target[j.id].share.cpus for j in jobs)
+    left_m = sum(j.gpus * target[j.id].share.mem_gb for j in jobs)
+    late = []
+    for j in order:
+        d = target[j.id]
+        left_c -= j.gpus * d.share.cpus
+        left_m -= j.gpus * d.share.mem_gb
+        placement = balanced_placement(j, d, ledger, left_c, left_m)
+        if placement is None:
+            late.append(j)
+        else:
+            ledger.place(j, d, placement)
+    for j in sorted(late, key=lambda j: rank[j.id]):
+        if place_tuned(j, target[j.id], ledger) is not None:
+            return False
+    return True
+
+
+def balanced_placement(job: JobSpec, d: Demand, ledger: Ledger, left_c: float,
+                       left_m: float) -> dict[int, int] | None:
+    """Where ``job`` at ``d`` leaves the most room for the jobs after it: whole on the
+    server whose cores and memory per free GPU stay furthest above what the rest need on
+    average (then the fullest), else spread over such servers."""
+    g, s = job.gpus, d.share
+    free_after = ledger.free_gpus - g
+    need_c = left_c / free_after if free_after > 0 else 0.0
+    need_m = left_m / free_after if free_after > 0 else 0.0
+    fair = ledger.fair
+    sc = fair.cpus or 1
+    sm = fair.mem_gb or 1.0
+
+    def slack(i: int, n: int) -> tuple[float, int, int]:
+        fg, fc, fm = ledger.free_on(i)
+        fg, fc2, fm2 = fg - n, fc - n * s.cpus, fm - n * s.mem_gb
+        room = min((fc2 - fg * need_c) / sc, (fm2 - fg * need_m) / sm)
+        return (-room, fg, i)
+
+    if job.gpus_per_node:
+        k = job.gpus_per_node
+        fits = [i for i in range(ledger.n_servers) if ledger.fits_whole(i, k, s)]
+        if len(fits) * k < g:
+            return None
+        return {i: k for i in sorted(fits, key=lambda i: slack(i, k))[:g // k]}
+    whole = [i for i in range(ledger.n_servers) if ledger.fits_whole(i, g, s)]
+    if whole:
+        return {min(whole, key=lambda i: slack(i, g)): g}
+    if g == 1:
+        return None
+    order = sorted((i for i in range(ledger.n_servers) if ledger.free_on(i)[0] > 0),
+                   key=lambda i: slack(i, 0))
+
+    def room(i: int) -> int:
+        fg, fc, fm = ledger.free_on(i)
+        return min(fg, fc // s.cpus if s.cpus > 0 else g,
+                   floor_div(fm, s.mem_gb) if s.mem_gb > 0 else g)
+
+    return spread(order, room, g)
