@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..demand import FLOOR_TOLERANCE, Demand
 from ..ledger import Held, Ledger
+from ..resources import MEM_EPS
 
 GAIN_EPS = 1e-9
 MAX_PASSES = 8
@@ -30,21 +31,27 @@ def repair(ledger: Ledger, cands: dict[int, list[Demand]]) -> None:
 
 
 def fill_idle(ledger: Ledger, cands: dict[int, list[Demand]]) -> bool:
-    """Raise jobs into the room left idle where they run, the biggest gain first."""
+    """On each server with cores or memory idle, raise its jobs into that room, the
+    biggest gain first (a job that spans servers: where all of them have the room)."""
     moved = False
-    while True:
-        best: tuple[float, int, Demand] | None = None
-        for jid, h in ledger.held.items():
-            for d in cands.get(jid, ()):
-                gain = d.speedup - h.speedup
-                if gain <= GAIN_EPS or (best is not None and gain <= best[0] + GAIN_EPS):
-                    continue
-                if ledger.can_reshape(jid, d.share):
-                    best = (gain, jid, d)
-        if best is None:
-            return moved
-        ledger.reshape(best[1], best[2])
-        moved = True
+    for i in range(ledger.n_servers):
+        while True:
+            _, fc, fm = ledger.free_on(i)
+            if fc <= 0 and fm <= MEM_EPS:
+                break
+            best: tuple[float, int, Demand] | None = None
+            for jid in sorted(ledger.on_server[i]):
+                h = ledger.held[jid]
+                for d in cands.get(jid, ()):
+                    gain = d.speedup - h.speedup
+                    if gain > GAIN_EPS and (best is None or gain > best[0] + GAIN_EPS) \
+                            and ledger.can_reshape(jid, d.share):
+                        best = (gain, jid, d)
+            if best is None:
+                break
+            ledger.reshape(best[1], best[2])
+            moved = True
+    return moved
 
 
 def trade_on_servers(ledger: Ledger, cands: dict[int, list[Demand]]) -> bool:

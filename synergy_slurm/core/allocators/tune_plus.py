@@ -26,19 +26,20 @@ job ids only: identical input gives an identical plan.
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..demand import Demand
 from ..job import JobSpec
-from ..ledger import Ledger, spread
+from ..ledger import Ledger
 from ..plan import Plan
-from ..resources import MEM_EPS, ClusterState, floor_div
+from ..resources import MEM_EPS, ClusterState, PerGpu, floor_div
 from .base import Allocator, admitted_at_once
 from .opt import candidates
 from .repair import repair
-from .tune import TuneAllocator, place_tuned, upgrade_lowered
+from .tune import TuneAllocator, place_tuned
 
 
 @dataclass(frozen=True)
@@ -65,19 +66,31 @@ class TunePlusAllocator(Allocator):
         admitted = admitted_at_once(jobs, cluster, ledger.free_gpus, skipped)
         if not admitted:
             return ledger.to_plan(skipped, self.name)
-        cands = {j.id: candidates(j, cluster) for j in admitted}
+        cands = shared_candidates(admitted, cluster)
         target = queue_targets(admitted, cands, ledger)
         if not pack(admitted, target, ledger):
             self.fallback.placement = self.placement
             plan = self.fallback.allocate(jobs, cluster)
             return Plan(plan.allocations, plan.skipped, self.name,
                         fallback=f"{self.fallback.name}: packing lost a job")
-        upgrade_lowered(ledger)
         repair(ledger, cands)
         rank = {j.id: k for k, j in enumerate(admitted)}
         plan = ledger.to_plan(skipped, self.name)
         allocs = tuple(sorted(plan.allocations, key=lambda a: rank[a.job_id]))
         return Plan(allocs, plan.skipped, self.name)
+
+
+def shared_candidates(jobs: list[JobSpec], cluster: ClusterState) -> dict[int, list[Demand]]:
+    """OPT's candidate shares of each job, worked out once per profile, GPU count and
+    limit: a big site's queue holds a few dozen kinds of job, not thousands."""
+    kinds: dict[tuple[int, int, PerGpu | None], list[Demand]] = {}
+    out = {}
+    for j in jobs:
+        kind = (id(j.profile), j.gpus, j.limit)
+        if kind not in kinds:
+            kinds[kind] = candidates(j, cluster)
+        out[j.id] = kinds[kind]
+    return out
 
 
 def weights(ledger: Ledger) -> Weights:
@@ -150,61 +163,145 @@ def pack(jobs: list[JobSpec], target: dict[int, Demand], ledger: Ledger) -> bool
         s = target[j.id].share
         return (-(s.cpus * w_c + s.mem_gb * w_m), rank[j.id])
 
-    order = sorted(jobs, key=heaviness)
     left_c = sum(j.gpus * target[j.id].share.cpus for j in jobs)
     left_m = sum(j.gpus * target[j.id].share.mem_gb for j in jobs)
+    states = ServerStates(ledger)
     late = []
-    for j in order:
+    for j in sorted(jobs, key=heaviness):
         d = target[j.id]
         left_c -= j.gpus * d.share.cpus
         left_m -= j.gpus * d.share.mem_gb
-        placement = balanced_placement(j, d, ledger, left_c, left_m)
+        placement = balanced_placement(j, Room(ledger, d, left_c, left_m), states)
         if placement is None:
             late.append(j)
         else:
             ledger.place(j, d, placement)
+            states.update(placement)
     for j in sorted(late, key=lambda j: rank[j.id]):
         if place_tuned(j, target[j.id], ledger) is not None:
             return False
     return True
 
 
-def balanced_placement(job: JobSpec, d: Demand, ledger: Ledger, left_c: float,
-                       left_m: float) -> dict[int, int] | None:
-    """Where ``job`` at ``d`` leaves the most room for the jobs after it: whole on the
-    server whose cores and memory per free GPU stay furthest above what the rest need on
-    average (then the fullest), else spread over such servers."""
-    g, s = job.gpus, d.share
-    free_after = ledger.free_gpus - g
-    need_c = left_c / free_after if free_after > 0 else 0.0
-    need_m = left_m / free_after if free_after > 0 else 0.0
-    fair = ledger.fair
-    sc = fair.cpus or 1
-    sm = fair.mem_gb or 1.0
+State = tuple[int, int, float]   # a server's free GPUs, cores and memory
 
-    def slack(i: int, n: int) -> tuple[float, int, int]:
-        fg, fc, fm = ledger.free_on(i)
-        fg, fc2, fm2 = fg - n, fc - n * s.cpus, fm - n * s.mem_gb
-        room = min((fc2 - fg * need_c) / sc, (fm2 - fg * need_m) / sm)
-        return (-room, fg, i)
 
+class ServerStates:
+    """The servers grouped by what they have free: servers that have the same free GPUs,
+    cores and memory are alike to the packing but for their index, so it compares a
+    few dozen states instead of every server of a big site."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.groups: dict[State, list[int]] = {}
+        for i in range(ledger.n_servers):
+            st = ledger.free_on(i)
+            if st[0] > 0:
+                self.groups.setdefault(st, []).append(i)
+        self.at = {i: ledger.free_on(i) for g in self.groups.values() for i in g}
+
+    def update(self, placement: dict[int, int]) -> None:
+        for i in placement:
+            old, new = self.at.pop(i), self.ledger.free_on(i)
+            group = self.groups[old]
+            group.remove(i)
+            if not group:
+                del self.groups[old]
+            if new[0] > 0:
+                self.at[i] = new
+                bisect.insort(self.groups.setdefault(new, []), i)
+
+    def by_room(self, room: Room, n: int) -> list[tuple[tuple[float, int, int], State]]:
+        """The states with at least ``n`` free GPUs, most room after ``n`` of the job
+        first (then the fullest, then the lowest index)."""
+        return sorted((room.key(st, n) + (grp[0],), st)
+                      for st, grp in self.groups.items() if st[0] >= n)
+
+    def spread(self, room: Room, gpus: int, per_server: Callable[[State], int]
+               ) -> dict[int, int] | None:
+        """``gpus`` GPUs over the servers, most room first, ``per_server`` of each state's
+        servers at most (the ledger's ``spread``, asked once per state, not per server)."""
+        out: dict[int, int] = {}
+        left = gpus
+        for _, st in self.by_room(room, 1):
+            k = per_server(st)
+            if k <= 0:
+                continue
+            for i in self.groups[st]:
+                out[i] = min(k, left)
+                left -= out[i]
+                if left == 0:
+                    return out
+        return None
+
+
+def balanced_placement(job: JobSpec, room: Room, states: ServerStates
+                       ) -> dict[int, int] | None:
+    """Where ``job`` leaves the most room for the jobs after it: whole on the server whose
+    cores and memory per free GPU stay furthest above what the rest need on average (then
+    the fullest); spread where no server keeps that room whole but several servers
+    together do (a sensitive job beside insensitive ones on each), else spread over the
+    roomiest servers."""
+    g = job.gpus
     if job.gpus_per_node:
         k = job.gpus_per_node
-        fits = [i for i in range(ledger.n_servers) if ledger.fits_whole(i, k, s)]
-        if len(fits) * k < g:
-            return None
-        return {i: k for i in sorted(fits, key=lambda i: slack(i, k))[:g // k]}
-    whole = [i for i in range(ledger.n_servers) if ledger.fits_whole(i, g, s)]
-    if whole:
-        return {min(whole, key=lambda i: slack(i, g)): g}
+        out: dict[int, int] = {}
+        for _, st in states.by_room(room, k):
+            if room.fitting(st) >= k:
+                for i in states.groups[st][:g // k - len(out)]:
+                    out[i] = k
+        return out if len(out) * k == g else None
+    whole = [(key, st) for key, st in states.by_room(room, g) if room.fitting(st) >= g]
+    if whole and (g == 1 or room.after(whole[0][1], g) >= -ROOM_EPS):
+        return {states.groups[whole[0][1]][0]: g}
     if g == 1:
         return None
-    order = sorted((i for i in range(ledger.n_servers) if ledger.free_on(i)[0] > 0),
-                   key=lambda i: slack(i, 0))
+    kept = states.spread(room, g, room.keeping)
+    if kept is not None:
+        return kept
+    if whole:
+        return {states.groups[whole[0][1]][0]: g}
+    return states.spread(room, g, room.fitting)
 
-    def room(i: int) -> int:
-        fg, fc, fm = ledger.free_on(i)
-        return min(fg, fc // s.cpus if s.cpus > 0 else g,
-                   floor_div(fm, s.mem_gb) if s.mem_gb > 0 else g)
 
-    return spread(order, room, g)
+ROOM_EPS = 1e-9
+
+
+class Room:
+    """How much room per free GPU a server keeps for the jobs still to place (in
+    proportional GPUs: 0 means exactly what they need on average) after taking ``n`` GPUs
+    of a job at ``d``. What they need is counted over the GPUs free before the job: it
+    measured better (benchmarks/core_round.py --opt-gap) than over those after it."""
+
+    def __init__(self, ledger: Ledger, d: Demand, left_c: float, left_m: float) -> None:
+        self.share = d.share
+        fair = ledger.fair
+        free = ledger.free_gpus
+        self.need_c = left_c / free if free > 0 else 0.0
+        self.need_m = left_m / free if free > 0 else 0.0
+        self.sc = float(fair.cpus or 1)
+        self.sm = fair.mem_gb or 1.0
+
+    def after(self, st: State, n: int) -> float:
+        fg, fc, fm = st
+        fg -= n
+        return min((fc - n * self.share.cpus - fg * self.need_c) / self.sc,
+                   (fm - n * self.share.mem_gb - fg * self.need_m) / self.sm)
+
+    def key(self, st: State, n: int) -> tuple[float, int]:
+        """Most room first, then the fullest server."""
+        return (-self.after(st, n), st[0] - n)
+
+    def fitting(self, st: State) -> int:
+        """How many GPUs of the job fit on a server in state ``st``."""
+        fg, fc, fm = st
+        s = self.share
+        return min(fg, fc // s.cpus if s.cpus > 0 else fg,
+                   floor_div(fm, s.mem_gb) if s.mem_gb > 0 else fg)
+
+    def keeping(self, st: State) -> int:
+        """How many GPUs of the job fit on a server in state ``st`` and keep its room."""
+        n = self.fitting(st)
+        while n > 0 and self.after(st, n) < -ROOM_EPS:
+            n -= 1
+        return n
