@@ -31,10 +31,10 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..demand import Demand
+from ..demand import Demand, ideal_demand
 from ..job import JobSpec
 from ..ledger import Ledger
-from ..plan import Plan
+from ..plan import How, Plan
 from ..resources import MEM_EPS, ClusterState, PerGpu, floor_div
 from .base import Allocator, admitted_at_once
 from .opt import candidates
@@ -82,15 +82,24 @@ class TunePlusAllocator(Allocator):
 
 def shared_candidates(jobs: list[JobSpec], cluster: ClusterState) -> dict[int, list[Demand]]:
     """OPT's candidate shares of each job, worked out once per profile, GPU count and
-    limit: a big site's queue holds a few dozen kinds of job, not thousands."""
+    limit (a big site's queue holds a few dozen kinds of job, not thousands), each named
+    as TUNE names it: its ideal (or capped) share, proportional, or a point between."""
     kinds: dict[tuple[int, int, PerGpu | None], list[Demand]] = {}
     out = {}
     for j in jobs:
         kind = (id(j.profile), j.gpus, j.limit)
         if kind not in kinds:
-            kinds[kind] = candidates(j, cluster)
+            ideal = ideal_demand(j, cluster.fair, cluster.servers)
+            kinds[kind] = [Demand(d.share, d.speedup, named(d.share, ideal, cluster.fair))
+                           for d in candidates(j, cluster)]
         out[j.id] = kinds[kind]
     return out
+
+
+def named(share: PerGpu, ideal: Demand, fair: PerGpu) -> How:
+    if share == ideal.share:
+        return ideal.how
+    return How.PROPORTIONAL if share == fair else How.INTERPOLATED
 
 
 def weights(ledger: Ledger) -> Weights:
