@@ -61,23 +61,35 @@ class TunePlusAllocator(Allocator):
         self.fallback = TuneAllocator()
 
     def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
-        ledger = Ledger(cluster, self.placement)
         skipped: dict[int, str] = {}
-        admitted = admitted_at_once(jobs, cluster, ledger.free_gpus, skipped)
+        admitted = admitted_at_once(jobs, cluster, cluster_free_gpus(cluster), skipped)
         if not admitted:
-            return ledger.to_plan(skipped, self.name)
+            return Ledger(cluster, self.placement).to_plan(skipped, self.name)
         cands = shared_candidates(admitted, cluster)
-        target = queue_targets(admitted, cands, ledger)
-        if not pack(admitted, target, ledger):
+        best: tuple[tuple[float, int], Ledger] | None = None
+        for spread_to_keep_room in (False, True):
+            ledger = Ledger(cluster, self.placement)
+            target = queue_targets(admitted, cands, ledger)
+            if not pack(admitted, target, ledger, spread_to_keep_room):
+                continue
+            repair(ledger, cands)
+            score = (sum(h.speedup for h in ledger.held.values()),
+                     -sum(1 for h in ledger.held.values() if len(h.placement) > 1))
+            if best is None or score > best[0]:
+                best = (score, ledger)
+        if best is None:
             self.fallback.placement = self.placement
             plan = self.fallback.allocate(jobs, cluster)
             return Plan(plan.allocations, plan.skipped, self.name,
                         fallback=f"{self.fallback.name}: packing lost a job")
-        repair(ledger, cands)
         rank = {j.id: k for k, j in enumerate(admitted)}
-        plan = ledger.to_plan(skipped, self.name)
+        plan = best[1].to_plan(skipped, self.name)
         allocs = tuple(sorted(plan.allocations, key=lambda a: rank[a.job_id]))
         return Plan(allocs, plan.skipped, self.name)
+
+
+def cluster_free_gpus(cluster: ClusterState) -> int:
+    return sum(r.gpus for r in cluster.free())
 
 
 def shared_candidates(jobs: list[JobSpec], cluster: ClusterState) -> dict[int, list[Demand]]:
@@ -159,7 +171,8 @@ def _push_step(heap: list[tuple[float, int, int, Demand]], job: JobSpec, rank: i
         heapq.heappush(heap, (-best[0], rank, job.id, best[1]))
 
 
-def pack(jobs: list[JobSpec], target: dict[int, Demand], ledger: Ledger) -> bool:
+def pack(jobs: list[JobSpec], target: dict[int, Demand], ledger: Ledger,
+         spread_to_keep_room: bool) -> bool:
     """Place every job at its target, most demanding per GPU first, on the server that
     keeps the most room for the rest; jobs that do not fit go through TUNE's steps
     afterwards. False if one still has no room."""
@@ -180,7 +193,8 @@ def pack(jobs: list[JobSpec], target: dict[int, Demand], ledger: Ledger) -> bool
         d = target[j.id]
         left_c -= j.gpus * d.share.cpus
         left_m -= j.gpus * d.share.mem_gb
-        placement = balanced_placement(j, Room(ledger, d, left_c, left_m), states)
+        placement = balanced_placement(j, Room(ledger, d, left_c, left_m), states,
+                                       spread_to_keep_room)
         if placement is None:
             late.append(j)
         else:
@@ -244,8 +258,8 @@ class ServerStates:
         return None
 
 
-def balanced_placement(job: JobSpec, room: Room, states: ServerStates
-                       ) -> dict[int, int] | None:
+def balanced_placement(job: JobSpec, room: Room, states: ServerStates,
+                       spread_to_keep_room: bool) -> dict[int, int] | None:
     """Where ``job`` leaves the most room for the jobs after it: whole on the server whose
     cores and memory per free GPU stay furthest above what the rest need on average (then
     the fullest); spread where no server keeps that room whole but several servers
@@ -261,11 +275,12 @@ def balanced_placement(job: JobSpec, room: Room, states: ServerStates
                     out[i] = k
         return out if len(out) * k == g else None
     whole = [(key, st) for key, st in states.by_room(room, g) if room.fitting(st) >= g]
-    if whole and (g == 1 or room.after(whole[0][1], g) >= -ROOM_EPS):
+    if whole and (g == 1 or not spread_to_keep_room
+                  or room.after(whole[0][1], g) >= -ROOM_EPS):
         return {states.groups[whole[0][1]][0]: g}
     if g == 1:
         return None
-    kept = states.spread(room, g, room.keeping)
+    kept = states.spread(room, g, room.keeping) if spread_to_keep_room else None
     if kept is not None:
         return kept
     if whole:
