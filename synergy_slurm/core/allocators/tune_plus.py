@@ -157,7 +157,7 @@ def queue_targets(jobs: list[JobSpec], cands: dict[int, list[Demand]], ledger: L
     _, free_c, free_m = ledger.total_free()
     now: dict[int, Demand] = {}
     for j in jobs:
-        now[j.id] = min(cands[j.id], key=lambda d, g=j.gpus: (w.cost(g, d), -d.speedup))
+        now[j.id] = cheapest(j, cands[j.id], w)
         free_c -= j.gpus * now[j.id].share.cpus
         free_m -= j.gpus * now[j.id].share.mem_gb
     by_id = {j.id: j for j in jobs}
@@ -177,6 +177,11 @@ def queue_targets(jobs: list[JobSpec], cands: dict[int, list[Demand]], ledger: L
         free_m -= dm
         _push_step(heap, j, k, step, cands[jid], w, free_c, free_m)
     return now
+
+
+def cheapest(job: JobSpec, cands: list[Demand], w: Weights) -> Demand:
+    """The job's cheapest candidate (the fastest of equally cheap ones)."""
+    return min(cands, key=lambda d: (w.cost(job.gpus, d), -d.speedup))
 
 
 def _push_step(heap: list[tuple[float, int, int, Demand]], job: JobSpec, rank: int,
@@ -281,7 +286,7 @@ class ServerStates:
     def by_room(self, room: Room, n: int) -> list[tuple[tuple[float, int, int], State]]:
         """The states with at least ``n`` free GPUs, most room after ``n`` of the job
         first (then the fullest, then the lowest index)."""
-        return sorted((room.key(st, n) + (grp[0],), st)
+        return sorted(((*room.key(st, n), grp[0]), st)
                       for st, grp in self.groups.items() if st[0] >= n)
 
     def spread(self, room: Room, gpus: int, per_server: Callable[[State], int]
