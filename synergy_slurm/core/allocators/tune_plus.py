@@ -31,7 +31,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..demand import Demand, ideal_demand
+from ..demand import Demand, ideal_demand, job_caps
 from ..job import JobSpec
 from ..ledger import Ledger
 from ..plan import How, Plan
@@ -59,13 +59,14 @@ class TunePlusAllocator(Allocator):
 
     def __init__(self) -> None:
         self.fallback = TuneAllocator()
+        self.candidates = Candidates()
 
     def allocate(self, jobs: Sequence[JobSpec], cluster: ClusterState) -> Plan:
         skipped: dict[int, str] = {}
         admitted = admitted_at_once(jobs, cluster, cluster_free_gpus(cluster), skipped)
         if not admitted:
             return Ledger(cluster, self.placement).to_plan(skipped, self.name)
-        cands = shared_candidates(admitted, cluster)
+        cands = self.candidates.of(admitted, cluster)
         target = queue_targets(admitted, cands, Ledger(cluster, self.placement))
         tries = [self.packed(admitted, target, cands, cluster, way) for way in PACKINGS]
         if len(admitted) <= TUNE_TRY_MAX_JOBS:
@@ -122,20 +123,41 @@ def cluster_free_gpus(cluster: ClusterState) -> int:
     return sum(r.gpus for r in cluster.free())
 
 
-def shared_candidates(jobs: list[JobSpec], cluster: ClusterState) -> dict[int, list[Demand]]:
-    """OPT's candidate shares of each job, worked out once per profile, GPU count and
-    limit (a big site's queue holds a few dozen kinds of job, not thousands), each named
-    as TUNE names it: its ideal (or capped) share, proportional, or a point between."""
-    kinds: dict[tuple[int, int, PerGpu | None], list[Demand]] = {}
-    out = {}
-    for j in jobs:
-        kind = (id(j.profile), j.gpus, j.limit)
-        if kind not in kinds:
-            ideal = ideal_demand(j, cluster.fair, cluster.servers)
-            kinds[kind] = [Demand(d.share, d.speedup, named(d.share, ideal, cluster.fair))
-                           for d in candidates(j, cluster)]
-        out[j.id] = kinds[kind]
-    return out
+class Candidates:
+    """OPT's candidate shares of each job, each named as TUNE names it (its ideal or
+    capped share, proportional, or a point between). Worked out once per kind of job
+    (profile, GPUs, limit, the largest share a server allows, the proportional share)
+    and remembered across rounds: a round holds a few dozen kinds of job, and a
+    simulator or a controller plans thousands of rounds with the same kinds. What is
+    remembered depends on nothing but that key, so the plans do not."""
+
+    MAX_KINDS = 4096
+
+    def __init__(self) -> None:
+        self.known: dict[tuple[object, ...], list[Demand]] = {}
+
+    def of(self, jobs: list[JobSpec], cluster: ClusterState) -> dict[int, list[Demand]]:
+        kinds: dict[tuple[int, int, PerGpu | None], list[Demand]] = {}
+        out = {}
+        for j in jobs:
+            kind = (id(j.profile), j.gpus, j.limit)
+            if kind not in kinds:
+                kinds[kind] = self.lookup(j, cluster)
+            out[j.id] = kinds[kind]
+        return out
+
+    def lookup(self, job: JobSpec, cluster: ClusterState) -> list[Demand]:
+        key = (job.profile, job.gpus, job.limit, tuple(job_caps(job, cluster.servers)),
+               cluster.fair)
+        hit = self.known.get(key)
+        if hit is None:
+            ideal = ideal_demand(job, cluster.fair, cluster.servers)
+            hit = [Demand(d.share, d.speedup, named(d.share, ideal, cluster.fair))
+                   for d in candidates(job, cluster)]
+            if len(self.known) >= self.MAX_KINDS:
+                self.known.clear()
+            self.known[key] = hit
+        return hit
 
 
 def named(share: PerGpu, ideal: Demand, fair: PerGpu) -> How:
