@@ -69,11 +69,11 @@ class TunePlusAllocator(Allocator):
         cands = self.candidates.of(admitted, cluster)
         target = queue_targets(admitted, cands, Ledger(cluster, self.placement))
         done = []
-        ceiling = best_possible(admitted, cands) - 1e-9
+        ceiling = round(best_possible(admitted, cands), 9)
         for ledger in self.tries(admitted, target, cands, cluster):
             if ledger is not None:
                 done.append(ledger)
-                if score(ledger) >= (ceiling, 0):
+                if score(ledger) == (ceiling, 0):
                     break     # every job at its best share, none spread: nothing beats it
         if not done:
             self.fallback.placement = self.placement
@@ -130,8 +130,9 @@ def best_possible(jobs: list[JobSpec], cands: dict[int, list[Demand]]) -> float:
 
 
 def score(ledger: Ledger) -> tuple[float, int]:
-    """The most total speedup, then the fewest jobs spread over several servers."""
-    return (sum(h.speedup for h in ledger.held.values()),
+    """The most total speedup (to 1e-9: sums in another order differ in the last bits),
+    then the fewest jobs spread over several servers."""
+    return (round(sum(h.speedup for h in ledger.held.values()), 9),
             -sum(1 for h in ledger.held.values() if len(h.placement) > 1))
 
 
