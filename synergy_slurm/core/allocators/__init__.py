@@ -13,10 +13,11 @@ ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "tune-plus", "o
 
 def get_allocator(name: str, placement: str | None = None,
                   opt_time_limit_s: float = 1.5) -> Allocator:
-    """An allocator by name: proportional, greedy, tune-ref, tune or opt.
+    """An allocator by name: proportional, greedy, tune-ref, tune, tune-plus or opt.
 
     ``tune`` is TUNE with interpolation (the default: it measures better, see
-    benchmarks/core_round.py --opt-gap); ``tune-ref`` is the reference's TUNE rule for rule
+    benchmarks/core_round.py --opt-gap); ``tune-plus`` keeps TUNE's admission and shares
+    cores and memory across the queue (tune_plus.py; docs/results/opt_gap.md); ``tune-ref`` is the reference's TUNE rule for rule
     (tune_ref.py: used to reproduce the paper). ``placement`` (ledger.PLACEMENTS) overrides
     how GPUs are chosen: each allocator's default is the one it measured best with
     (tune-ref: the reference's "first-free"). ``opt_time_limit_s``: OPT's wall-time
