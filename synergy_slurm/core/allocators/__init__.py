@@ -20,8 +20,8 @@ def get_allocator(name: str, placement: str | None = None,
     cores and memory across the queue (tune_plus.py; docs/results/opt_gap.md); ``tune-ref``
     is the reference's TUNE rule for rule (tune_ref.py: used to reproduce the paper).
     ``placement`` (ledger.PLACEMENTS) overrides how GPUs are chosen: each allocator's
-    default is the one it measured best with (tune-ref: the reference's "first-free"). ``opt_time_limit_s``: OPT's wall-time
-    safety net.
+    default is the one it measured best with (tune-ref: the reference's "first-free").
+    ``opt_time_limit_s``: OPT's wall-time safety net.
     """
     key = name.lower()
     alloc: Allocator
