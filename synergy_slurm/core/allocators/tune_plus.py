@@ -12,16 +12,21 @@ jobs share cores and memory:
    free cores and memory of the whole cluster go, step by step, to the job whose next
    step buys the most speedup per resource (a greedy multiple-choice knapsack over the
    same candidate shares as OPT's, :func:`queue_targets`).
-2. Packing: jobs are placed most demanding first, each on the server that keeps the most
-   room per free GPU for the jobs still to come (:func:`balanced_placement`), so cores
-   left idle by an insensitive job are where a sensitive job can use them. A job that
-   does not fit at its target goes through TUNE's steps (lowered, peers lowered).
+2. Packing: jobs are placed most demanding first (or largest first), each on the server
+   that keeps the most room per free GPU for the jobs still to come
+   (:func:`balanced_placement`), so cores left idle by an insensitive job are where a
+   sensitive job can use them; a job is spread over servers where whole it would leave
+   too little room (one of the packings) or fits nowhere whole. A job that does not fit
+   at its target goes through TUNE's steps (lowered, peers lowered).
 3. Repair: cores and memory left idle on a server go to the jobs there by gain, and
    pairs of jobs on one server trade a step down for a bigger step up (:mod:`.repair`).
+4. Tries: the four packings (:data:`PACKINGS`) and, on rounds of up to
+   :data:`TUNE_TRY_MAX_JOBS` jobs, TUNE's own plan repaired; the most total speedup wins,
+   then the fewest jobs spread, then the first.
 
-If a job the GPUs admit cannot be placed (a corner of uneven servers), the plan is
-TUNE's own, so TUNE+ never drops a job TUNE places. Everything is ordered by values and
-job ids only: identical input gives an identical plan.
+If no try places every job the GPUs admit (a corner of uneven servers), the plan is
+TUNE's own. Everything is ordered by values and job ids only: identical input gives an
+identical plan.
 """
 
 from __future__ import annotations
@@ -120,7 +125,8 @@ class TunePlusAllocator(Allocator):
 
 
 # TUNE's own plan is one of the tries up to this many admitted jobs: beyond, its time
-# (a quarter of a second per 500 jobs here) would break the budget of a big site's round.
+# (0.60 s alone for the 1,793 jobs a round of 10,000 admits on 1,000 nodes,
+# docs/results/README.md section 11) would break a big site's 1-s budget.
 TUNE_TRY_MAX_JOBS = 500
 
 
