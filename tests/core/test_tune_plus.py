@@ -87,3 +87,20 @@ def test_targets_fit_the_free_totals_and_keep_the_floor(paper_profiles):
     assert sum(j.gpus * target[j.id].share.mem_gb for j in admitted) <= 4 * 500 + 1e-6
     assert all(target[j.id].speedup >= 1 - 1e-9 for j in admitted)
 
+
+
+def test_a_reused_allocator_plans_as_a_fresh_one(paper_profiles):
+    """Candidate shares are remembered across rounds per kind of job: a round on other
+    servers (another share per GPU, other caps) must not reuse the wrong ones."""
+    from synergy_slurm.core import Resources, Server
+
+    rng = random.Random(5)
+    shapes = [ClusterState.uniform(2), ClusterState.uniform(4, cpus=48, mem_gb=1000.0),
+              ClusterState((Server("a", Resources(4, 12, 250.0)),
+                            Server("b", Resources(8, 48, 500.0)))),
+              ClusterState.uniform(2)]
+    reused = get_allocator("tune-plus")
+    for cl in shapes:
+        jobs = full_cluster_jobs(rng, paper_profiles, 16, sizes=(1, 2, 4))
+        got = make_plan(jobs, cl, FIFO, reused, now=0)
+        assert got == make_plan(jobs, cl, FIFO, get_allocator("tune-plus"), now=0)
