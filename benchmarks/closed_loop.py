@@ -21,7 +21,8 @@ from pathlib import Path
 from synergy_slurm.core import ClusterState
 from synergy_slurm.core.usage import UsageRule
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.config import SlurmConfig
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import mislabel, philly_jobs
 
 DEFAULT_PROFILES = Path(__file__).resolve().parents[2] / "shared" / "reference" / \
@@ -33,8 +34,8 @@ def mean_jct_h(profiles, share: float, loop: bool, split, load: float, seed: int
     trace = list(mislabel(itertools.islice(philly_jobs(profiles, load, split=split,
                                                        seed=seed), 600),
                           share, "alexnet", seed=seed))
-    cfg = SimConfig(ClusterState.uniform(8, 8, 24, 500.0), allocator="tune",
-                    preemptive=False, window=WINDOW, usage=UsageRule() if loop else None)
+    cfg = SlurmConfig(ClusterState.uniform(8, 8, 24, 500.0), allocator="tune",
+                      window=WINDOW, usage=UsageRule() if loop else None)
     res = simulate(trace, profiles, cfg)
     done = [j for j in res.jobs if WINDOW[0] <= j.job_id <= WINDOW[1] and j.finish]
     return sum(j.jct_s for j in done) / len(done) / 3600

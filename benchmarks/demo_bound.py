@@ -31,8 +31,9 @@ import sys
 from synergy_slurm.cli.options import default_profiles_path
 from synergy_slurm.core import ClusterState
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.config import SimConfig
 from synergy_slurm.sim.jobsets import CLASSES, models_in_turn
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import TraceJob
 
 SPLITS = ((60, 30, 10), (20, 70, 10), (40, 20, 40), (100, 0, 0))

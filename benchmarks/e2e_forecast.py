@@ -54,6 +54,7 @@ from synergy_slurm.site import load_site
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.sacct import parse_history
 from synergy_slurm.slurm.sacct_usage import parse_usage
+from synergy_slurm.whatif.infer import key_of
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
 SCHED_S = 5.0
@@ -237,7 +238,6 @@ def report(meta: dict, out: Path) -> dict:
     history, _ = parse_history(plain.read_text())
     usage = parse_usage(plain.read_text()).jobs
     errors, right, hours = [], 0.0, 0.0
-    truth_cls = {key(k): k.cls for k in KINDS}
     classes = {k["key"]: k["class"] for k in doc["keys_to_profile"]}
     for j in history:
         k = kind(j.name)
@@ -246,7 +246,7 @@ def report(meta: dict, out: Path) -> dict:
         errors.append(abs(got - k.use_cores) / k.use_cores if got is not None else 1.0)
         h = j.gpus * (j.end - j.start) / 3600
         hours += h
-        right += h * (classes.get(key(k)) == truth_cls[key(k)])
+        right += h * (classes.get(key_of(j)) == k.cls)
     real = (e2e_whatif.real(plain)["jct_mean_h"]
             / e2e_whatif.real(out / "synergy.json")["jct_mean_h"])
     fc = doc["forecast"]

@@ -9,7 +9,7 @@ Jobs opt in to requeue (they checkpoint), so the controller may restart running 
 idle resources when that pays; the simulation charges a requeue's wall time as its restart
 cost: 12 s on 22.05 (measured when this benchmark was written) and 2 s on 26.05. The
 release-facts test measured 1.9 s on both on 2026-12-03
-(tests/slurm/test_release_facts.py -k requeue -s), so the 22.05 figure is likely high.
+(tests/slurm/test_release_facts_on_slurm.py -k requeue -s), so the 22.05 figure is likely high.
 
     python benchmarks/e2e_static.py [--jobs 100] [--scale 0.0167] [--slurm 26.05] [--json]
 
@@ -36,8 +36,9 @@ from synergy_slurm.core import ClusterState
 from synergy_slurm.devcluster import local_spec
 from synergy_slurm.devcluster.releases import RELEASES
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.config import SimConfig, SlurmConfig
 from synergy_slurm.sim.runner import Workload
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import read_trace
 from synergy_slurm.slurm.commands import SlurmCLI
 
@@ -162,11 +163,11 @@ def simulated(trace, profiles, round_s: float, restart_trace_s: float) -> dict[s
     TUNE as it runs on Slurm."""
     cluster = ClusterState.uniform(4)
     sim = {}
-    for alloc, extra in (("proportional", {}),
-                         ("tune", {"preemptive": False, "requeue_budget": 4,
-                                   "restart_cost_s": restart_trace_s})):
+    for alloc, config in (("proportional", SimConfig), ("tune", SlurmConfig)):
+        extra = {"requeue_budget": 4, "restart_cost_s": restart_trace_s} \
+            if config is SlurmConfig else {}
         res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
-                       profiles, SimConfig(cluster, "fifo", alloc, round_s=round_s, **extra))
+                       profiles, config(cluster, "fifo", alloc, round_s=round_s, **extra))
         sim[alloc] = res.makespan_s
     return sim
 

@@ -35,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,8 @@ from synergy_slurm.sim.jobsets import CLASSES
 from synergy_slurm.site import DEFAULT_SITE, Site, load_site
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.sacct import parse_history
+from synergy_slurm.vocabulary import synergy_tags
+from synergy_slurm.whatif import build_replay
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
 # The dev cluster's Slurm cadence: sched_interval = bf_interval = 5 s.
@@ -185,7 +188,11 @@ def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
                                            phase),
             lambda phase, since: export(cli, names, files[phase], since))
         plain_wall, synergy_wall = walls["plain"], walls["synergy"]
-        shutil.copy(work / "audit.jsonl", synergy_run.with_name("audit.jsonl"))
+        # The controller writes its audit log at its first action: on a release where the
+        # hook shapes every known job at submission a round may have none to take.
+        audit = work / "audit.jsonl"
+        synergy_run.with_name("audit.jsonl").write_text(
+            audit.read_text() if audit.exists() else "")
     finally:
         devcluster.down(spec)
         shutil.rmtree(work, ignore_errors=True)
@@ -262,6 +269,40 @@ def main() -> int:
     return 0
 
 
+def decisions(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path
+              ) -> dict[str, object]:
+    """Each job's decision in the replay of the plain window (what whatif says synergy
+    would change: decide.what_synergy_changes through whatif.history) against what the
+    hook and the controller did to the same job of the mix (by its name) in the synergy
+    run: the hook's tags in the job's admin comment (managed=0: left as submitted;
+    managed=1 with a profile: reshaped; without: released as it was) and, for a released
+    one, the audit log's shape (never changed). Returns the counts and the jobs that
+    differ."""
+    site = load_site(meta["cluster"]) if meta.get("cluster", "paper") != "paper" \
+        else DEFAULT_SITE
+    profiles = load_profiles(profiles_path)
+    hist, _ = parse_history(plain.read_text())
+    rp = build_replay(hist, profiles, site.pools())
+    replayed = {rp.jobs[i].name: str(d.change) for i, d in rp.changes.items()}
+    ran, _ = parse_history(synergy_run.read_text())
+    audit = [json.loads(x) for x in synergy_run.with_name("audit.jsonl").read_text()
+             .splitlines() if x.strip()]
+    reshaped_unknown = {a["job_id"] for a in audit if a.get("action") in
+                        ("shape-release", "raise", "lower") and a.get("before")
+                        and a.get("after") and a["before"] != a["after"]}
+    real: dict[str, str] = {}
+    for j in ran:
+        tags = synergy_tags(j.admin_comment)
+        if tags.get("managed") != "1":
+            real[j.name] = "leave"
+        elif tags.get("profile"):
+            real[j.name] = "reshape"
+        else:
+            real[j.name] = "reshape" if j.job_id in reshaped_unknown else "release"
+    differ = sorted(n for n in replayed if replayed[n] != real.get(n))
+    return {"decisions": dict(Counter(replayed.values())), "decisions_differ": differ}
+
+
 def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path) -> dict:
     before = whatif(plain, profiles_path, meta)
     after = whatif(synergy_run, profiles_path, meta)
@@ -297,6 +338,7 @@ def report(meta: dict, plain: Path, synergy_run: Path, profiles_path: Path) -> d
         "gain_error": err(before["gain"]["jct_mean"], real_gain),
         "real_gain_makespan": round(real_plain["makespan_h"] / real_syn["makespan_h"], 3),
         "predicted_gain_makespan": before["gain"]["makespan"],
+        **decisions(meta, plain, synergy_run, profiles_path),
     }
     return out
 

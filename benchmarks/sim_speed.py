@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synergy_slurm.core import ClusterState
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.sim.engine import SimConfig
+from synergy_slurm.sim.config import SimConfig
 from synergy_slurm.sim.metrics import summary_row
 from synergy_slurm.sim.runner import Workload, plan_runs, run_all
 

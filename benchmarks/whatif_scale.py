@@ -31,8 +31,9 @@ from synergy_slurm.cli.main import main
 from synergy_slurm.cli.options import default_profiles_path
 from synergy_slurm.core import ClusterState
 from synergy_slurm.profiles import load_profiles
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.config import SlurmConfig
 from synergy_slurm.sim.jobsets import CLASSES
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import philly_jobs
 
 T0 = 1_790_000_000
@@ -45,8 +46,8 @@ def export(n: int, servers: int, round_s: float, seed: int) -> dict:
     # (0.8 x 4.67 h + 0.2 x 65 h at the proportional share).
     rate = 0.8 * cluster.total.gpus / (2.34 * 16.7)
     trace = list(itertools.islice(philly_jobs(profiles, rate, multi_gpu=True, seed=seed), n))
-    res = simulate(trace, profiles, SimConfig(cluster, allocator="proportional",
-                                              round_s=round_s, preemptive=False))
+    res = simulate(trace, profiles, SlurmConfig(cluster, allocator="proportional",
+                                              round_s=round_s))
     by_id = {t.job_id: t for t in trace}
     busy = {m: share for cls, share in (("image", 0.95), ("language", 0.15), ("speech", 0.55))
             for m in CLASSES[cls]}

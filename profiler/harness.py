@@ -4,9 +4,15 @@ The command runs as a child process with its CPU affinity restricted to the allo
 (psutil; at most the CPUs this process may use), ``SYNERGY_PROFILE_CPUS`` and the usual
 thread variables (OMP/MKL/torch) set to it, and ``SYNERGY_PROGRESS_FILE`` pointing at a
 fresh file. The harness reads the progress lines, drops the warm-up steps, and measures
-samples/s over windows of steps; it stops the child when it has enough steps, when the
-point's time budget is spent, or when the child dies. A point is an error (not a
-measurement) when the command crashes, hangs without progress, or prints garbage.
+samples/s over windows of steps; it stops the child when it has enough steps (or, with
+``duration_s``, enough seconds after warm-up), when the point's time budget is spent, or
+when the child dies. A point is an error (not a measurement) when the command crashes,
+hangs without progress, or prints garbage.
+
+Every ``sample_every_s`` it also reads the GPUs (the ``gpu_probe`` it is given, after
+warm-up: what the point runs at, not its start-up) and the memory of the command's process
+tree (proportional set size where Linux gives it: forked data-loader workers share most of
+their pages with the main process, and resident sizes would count those once per worker).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 import psutil
 
 from .cpulimit import join, quota_group
+from .gpu import summarise_gpu
 
 
 class MeasureError(RuntimeError):
@@ -47,6 +54,11 @@ class Measurement:
     # page cache or not): with a dataset's size this gives its samples per epoch.
     # None where the platform cannot tell.
     read_bytes_per_sample: float | None = None
+    # The share of the allotted cores the tree kept busy after warm-up (0-1; more when it
+    # ran more threads than cores), and the tree's peak memory over the point (MB).
+    core_use: float | None = None
+    peak_mem_mb: float | None = None
+    peak_mem_kind: str = ""        # "pss", or "rss" where some process had no PSS
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,10 @@ class PointConfig:
     window: int = 10               # steps per window for the CV
     budget_s: float = 60.0         # wall budget for this point
     stall_s: float = 20.0          # no new step for this long once started: it hangs
+    # Measure this many seconds after warm-up instead of ``steps`` steps (at least two
+    # windows): a point of a slow allotment then costs what a fast one does.
+    duration_s: float | None = None
+    sample_every_s: float = 0.5    # GPU and memory readings
 
 
 def _usable_cpus() -> list[int]:
@@ -84,16 +100,16 @@ def measure(command: Sequence[str], cpus: int, cfg: PointConfig,
     if cpus < 1:
         raise ValueError("cpus must be >= 1")
     if core_fraction is None:
-        return _measure(command, cpus, cfg, gpu_probe, None, cpus)
+        return _measure(command, cpus, cfg, gpu_probe, None, cpus, float(cpus))
     if not 0 < core_fraction <= 1:
         raise ValueError("core_fraction must be in (0, 1]")
     with quota_group(cpus * core_fraction) as procs:
         return _measure(command, cpus, cfg, gpu_probe, procs,
-                        math.ceil(cpus * core_fraction - 1e-9))
+                        math.ceil(cpus * core_fraction - 1e-9), cpus * core_fraction)
 
 
 def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
-             procs: Path | None, whole_cores: int) -> Measurement:
+             procs: Path | None, whole_cores: int, allotted: float) -> Measurement:
     usable = _usable_cpus()
     mask = usable[:max(1, min(whole_cores, len(usable)))]
     with tempfile.TemporaryDirectory(prefix="synergy-profile-") as tmp:
@@ -115,36 +131,76 @@ def _measure(command: Sequence[str], cpus: int, cfg: PointConfig, gpu_probe,
         finally:
             _stop(proc)
         wall = time.monotonic() - t0
-    m = _summarise(cpus, seen.stamps, cfg, wall, seen.cpu_s, seen.gpu)
-    per_sample = seen.read_bytes_per_sample()
-    if per_sample is not None:
-        m = dataclasses.replace(m, read_bytes_per_sample=per_sample)
-    return m
+    m = _summarise(cpus, seen.stamps, cfg, wall, seen.cpu_s,
+                   summarise_gpu(seen.gpu) if gpu_probe is not None else {})
+    return dataclasses.replace(m, read_bytes_per_sample=seen.read_bytes_per_sample(),
+                               core_use=seen.core_use(allotted), peak_mem_mb=seen.peak_mem_mb,
+                               peak_mem_kind=seen.mem_kind if seen.peak_mem_mb else "")
 
 
 @dataclasses.dataclass
 class _Seen:
     """What watching one point's command saw: its step stamps, the CPU time of its process
-    tree, bytes read and samples done at the end of warm-up and at the last reading, and
-    the GPU (once)."""
+    tree, bytes read and samples done, and CPU time, at the end of warm-up and at the last
+    reading, the GPU readings after warm-up and the tree's peak memory."""
 
     stamps: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     cpu_s: float = 0.0
     io_mark: tuple[float, float] | None = None     # (bytes read, samples) at warm-up
     io_end: tuple[float, float] | None = None
-    gpu: dict = dataclasses.field(default_factory=dict)
+    cpu_mark: tuple[float, float] | None = None    # (CPU seconds, monotonic s) at warm-up
+    cpu_end: tuple[float, float] | None = None
+    gpu: list[dict] = dataclasses.field(default_factory=list)
+    peak_mem_mb: float | None = None
+    mem_kind: str = "pss"
+    next_sample: float = 0.0
 
     def read_bytes_per_sample(self) -> float | None:
         if self.io_mark is None or self.io_end is None or self.io_end[1] <= self.io_mark[1]:
             return None
         return max(0.0, (self.io_end[0] - self.io_mark[0]) / (self.io_end[1] - self.io_mark[1]))
 
+    def core_use(self, allotted: float) -> float | None:
+        if self.cpu_mark is None or self.cpu_end is None:
+            return None
+        dt = self.cpu_end[1] - self.cpu_mark[1]
+        if dt <= 0 or allotted <= 0:
+            return None
+        return round((self.cpu_end[0] - self.cpu_mark[0]) / (dt * allotted), 3)
+
+    def after_warmup(self, io: int | None, now: float) -> None:
+        """A reading past warm-up: the first one marks where measuring starts."""
+        self.cpu_mark = self.cpu_mark or (self.cpu_s, now)
+        self.cpu_end = (self.cpu_s, now)
+        if io is not None:
+            done = (io, sum(n for _, n in self.stamps))
+            self.io_mark = self.io_mark or done
+            self.io_end = done
+
+    def sample(self, ps: psutil.Process, gpu_probe, now: float, every_s: float) -> None:
+        """Memory always (start-up counts towards the peak), the GPUs when given a probe."""
+        self.next_sample = now + every_s
+        mem = _tree_mem_mb(ps)
+        if mem is not None:
+            self.peak_mem_mb = max(self.peak_mem_mb or 0.0, round(mem[0], 1))
+            if mem[1] == "rss":
+                self.mem_kind = "rss"
+        if gpu_probe is not None:
+            self.gpu.append(gpu_probe())
+
+
+def _enough(stamps: list[tuple[float, float]], cfg: PointConfig) -> bool:
+    if cfg.duration_s is None:
+        return len(stamps) >= cfg.warmup_steps + cfg.steps
+    measured = len(stamps) - cfg.warmup_steps - 1
+    return measured >= 2 * cfg.window and \
+        stamps[-1][0] - stamps[cfg.warmup_steps][0] >= cfg.duration_s
+
 
 def _watch(proc: subprocess.Popen, ps: psutil.Process, progress: Path, cfg: PointConfig,
            gpu_probe, t0: float) -> _Seen:
     """Poll the command's progress file and its process tree until the point has its
     steps; a MeasureError when it exits too early, runs past the budget or stalls."""
-    need = cfg.warmup_steps + cfg.steps
     seen = _Seen()
     tree_cpu: dict[int, float] = {}
     tree_io: dict[int, int] = {}
@@ -152,13 +208,16 @@ def _watch(proc: subprocess.Popen, ps: psutil.Process, progress: Path, cfg: Poin
     while True:
         seen.stamps = stamps = _read(progress)
         seen.cpu_s, io = _tree_usage(ps, tree_cpu, tree_io)   # never decreases
-        if io is not None and len(stamps) > cfg.warmup_steps:
-            done = (io, sum(n for _, n in stamps))
-            seen.io_mark = seen.io_mark or done
-            seen.io_end = done
-        if len(stamps) >= need:
-            return seen
         now = time.monotonic()
+        warm = len(stamps) > cfg.warmup_steps
+        if warm:
+            seen.after_warmup(io, now)
+        if now >= seen.next_sample:
+            seen.sample(ps, gpu_probe if warm else None, now, cfg.sample_every_s)
+        if _enough(stamps, cfg):
+            if gpu_probe is not None and not seen.gpu:
+                seen.gpu.append(gpu_probe())     # a point shorter than one sampling period
+            return seen
         if proc.poll() is not None:
             assert proc.stderr is not None
             err = (proc.stderr.read() or b"").decode(errors="replace").strip()[-300:]
@@ -174,9 +233,14 @@ def _watch(proc: subprocess.Popen, ps: psutil.Process, progress: Path, cfg: Poin
         elif steps_seen and now - last_progress > cfg.stall_s:
             raise MeasureError(f"no progress for {cfg.stall_s:.0f} s "
                                f"({len(stamps)} steps)")
-        if gpu_probe is not None and not seen.gpu:
-            seen.gpu = gpu_probe()
         time.sleep(0.05)
+
+
+def _tree(ps: psutil.Process) -> list[psutil.Process]:
+    procs = [ps]
+    with contextlib.suppress(psutil.Error):
+        procs += ps.children(recursive=True)
+    return procs
 
 
 def _tree_usage(ps: psutil.Process, cpu: dict[int, float], read: dict[int, int]
@@ -184,16 +248,33 @@ def _tree_usage(ps: psutil.Process, cpu: dict[int, float], read: dict[int, int]
     """CPU seconds and bytes read (``read_chars``: what read(2) returned, page cache or
     not; Linux) of the child and every descendant it has had, data-loader workers
     included: each gone pid's last reading is kept. Bytes are None where unknown."""
-    procs = [ps]
-    with contextlib.suppress(psutil.Error):
-        procs += ps.children(recursive=True)
-    for p in procs:
+    for p in _tree(ps):
         with contextlib.suppress(psutil.Error):
             t = p.cpu_times()
             cpu[p.pid] = t.user + t.system
         with contextlib.suppress(psutil.Error, AttributeError):
             read[p.pid] = p.io_counters().read_chars
     return sum(cpu.values()), (sum(read.values()) if read else None)
+
+
+def _tree_mem_mb(ps: psutil.Process) -> tuple[float, str] | None:
+    """The tree's memory now, in MB, and what was added up: its processes' proportional
+    set sizes ("pss": a page shared by n processes counts 1/n in each), or, where one
+    cannot be read (no smaps in a sandbox, another platform), resident sizes ("rss",
+    which count shared pages once per process). None when no process could be read."""
+    total, kind, known = 0, "pss", False
+    for p in _tree(ps):
+        try:
+            info = p.memory_full_info()
+            total += info.pss
+            known = True
+            continue
+        except (psutil.Error, AttributeError, NotImplementedError, OSError):
+            pass
+        with contextlib.suppress(psutil.Error, OSError):
+            total += p.memory_info().rss
+            kind, known = "rss", True
+    return (total / (1024 * 1024), kind) if known else None
 
 
 def _read(path: Path) -> list[tuple[float, float]]:
@@ -232,7 +313,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _summarise(cpus: int, stamps: list[tuple[float, float]], cfg: PointConfig, wall: float,
                cpu_s: float, gpu: dict) -> Measurement:
-    use = stamps[cfg.warmup_steps:cfg.warmup_steps + cfg.steps + 1]
+    use = stamps[cfg.warmup_steps:] if cfg.duration_s is not None else \
+        stamps[cfg.warmup_steps:cfg.warmup_steps + cfg.steps + 1]
     if len(use) < cfg.window + 1:
         raise MeasureError(f"only {len(use)} steps after warm-up")
     rates = []

@@ -4,7 +4,8 @@
 # cluster, docker-compose.slurm.yml, brought up by its test), lua5.1 and lua-filesystem (the hook),
 # mmdebstrap (root filesystems with other Slurm releases, for the release matrix),
 # slurmdbd and mariadb-server (the cluster's accounting: a private database, never the
-# system's service).
+# system's service), chromium (the what-if report opened as an admin would), prometheus
+# (its promtool checks and tests the shipped alert rules, docs/prometheus/).
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurmctld)
@@ -18,6 +19,11 @@ command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v lua5.1 >/dev/null || need+=(lua5.1)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+# A real browser for the what-if report's test (tests/whatif/test_report_browser.py).
+command -v chromium >/dev/null || need+=(chromium)
+# promtool for the alert rules' tests (tests/controller/test_alert_rules.py); the package's
+# Prometheus server is not started by the tests.
+command -v promtool >/dev/null || need+=(prometheus)
 # LuaFileSystem lets the hook notice a new table at once (slurmctld's Lua is 5.1).
 [ -e /usr/lib/x86_64-linux-gnu/lua/5.1/lfs.so ] || ls /usr/lib/*/lua/5.1/lfs.so >/dev/null 2>&1 \
     || need+=(lua-filesystem)

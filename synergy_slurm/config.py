@@ -1,74 +1,10 @@
 """synergy-slurm's configuration: one TOML file (``/etc/slurm/synergy.toml`` by default).
 
 Every key has a default; an unknown key or a value of the wrong type is an error that names
-the key, so a typo never silently changes behaviour.
-
-    [slurm]
-    conf = "/etc/slurm/slurm.conf"      # SLURM_CONF for the commands we run
-    timeout_s = 30
-    reader = "auto"                     # auto (text) | text | json | pyslurm (pyslurm
-                                        # only when built for the running Slurm's release)
-
-    [hook]
-    dir = "/etc/slurm"                  # where job_submit.lua and synergy.lua live
-    state_dir = "/var/lib/synergy"      # the hook table and the kill switch (runtime state)
-    partitions = ["gpu"]
-    default_partition = "gpu"
-    optout_users = []                   # user names whose jobs synergy never touches
-    hold_unknown = true                 # hold jobs without a known profile until shaped
-    hold_known = true                   # known profiles too (false: start at once, shaped;
-                                        # not applied where Slurm lowers scheduled jobs)
-    override_user_shape = false         # may synergy change an explicit --cpus-per-gpu?
-    max_age_s = 120                     # an older table means "controller down"
-
-    [profiles]
-    file = ""                           # profiles JSON (model_profiles.json shape)
-    store = "/var/lib/synergy/profiles.db"  # measured profiles (synergy profile ...)
-    trust = "all"                       # all | own | site: whose measured profiles shape a
-                                        # user's jobs (site: only site-wide ones)
-
-    [controller]
-    mode = "observe"                    # observe | enforce
-    policy = "slurm"                    # slurm (Slurm's priority order) | fifo | srtf | las | ftf
-    allocator = "tune"                  # proportional | greedy | tune | tune-ref | opt
-    interval_s = 30.0                   # seconds between rounds
-    state_db = "/var/lib/synergy/state.db"
-    audit_log = "/var/log/synergy/audit.jsonl"
-    restart_cost_s = 120.0              # what a requeue costs a running job
-    requeue_min_interval_s = 1800.0     # never requeue a job more often
-    requeue_budget = 2                  # requeues per round at most
-    shrink_running_memory = true        # lower running jobs' memory to what their profile
-                                        # needs where Slurm can (26.05, PrologFlags=Contain)
-    metrics_port = 0                    # Prometheus metrics on this port (0: off)
-    metrics_address = "127.0.0.1"       # where they listen ("0.0.0.0": every interface)
-    write_hook_table = true             # refresh the hook table every round (heartbeat)
-
-    [profiling]                         # profiling jobs the controller submits (enforce)
-    auto = false                        # profile managed jobs whose key is unknown
-                                        # (runs the user's script: see docs)
-    budget_s = 300                      # wall budget of one profile (time limit + 2 min)
-    spool = "/var/lib/synergy/profiling"  # one directory per profiling job, owned by its user
-    account = ""                        # Slurm account charged (empty: the user's default)
-    partition = ""                      # empty: the job's own partition
-    max_cpus_per_gpu = 0                # most cores/GPU to try (0: a node's cores / job GPUs)
-    command = ""                        # synergy on the nodes (empty: this Python -m ...)
-    retry_after_s = 86400               # a failed key is tried again after this long
-    disk_gb_s = 0.5                     # the site's storage bandwidth (memory model)
-    mem_gb_s = 10.0                     # reading from the page cache
-
-    [whatif]                            # synergy whatif: replaying the site's history
-    rules = []                          # FIELD:REGEX=KEY, e.g. "name:^resnet=res50"
-
-    [usage]                             # the closed loop: what running jobs use (sstat)
-    enabled = true                      # needs job accounting (JobAcctGatherType)
-    every_rounds = 4                    # read sstat every N rounds
-    max_jobs = 200                      # at most this many running jobs per read
-    threshold = 0.3                     # used below this share of what was given: suspect
-    min_jobs = 1                        # a user's jobs of a key watched before judging
-    min_observed_s = 300                # each watched this long at least
-    headroom = 1.25                     # the cap: the most seen used, times this
-    progress_dir = ""                   # where jobs report progress (shared, mode 1777)
-    throughput_off = 2.0                # measured profile this far off: profile again
+the key, so a typo never silently changes behaviour. The sections below are the keys and
+their defaults; docs/synergy.toml.example shows every one with its default and what it
+means (tests/test_config.py checks it against these dataclasses, key by key, so it is the
+one place to read them and cannot drift).
 """
 
 from __future__ import annotations
@@ -178,8 +114,10 @@ class ProfilesSection(_Checked):
     store: str = "/var/lib/synergy/profiles.db"
     # Which profiles shape a user's jobs: "all" (site-wide ones and those measured for any
     # user), "own" (site-wide ones and those measured for that user), "site" (site-wide
-    # only: the profiles file and what an admin imported or measured).
-    trust: str = "all"
+    # only: the profiles file and what an admin imported or measured). "own" by default:
+    # under "all" a user's profiling job (whose numbers that user writes) shapes every
+    # other user's jobs of the key.
+    trust: str = "own"
 
     def problems(self) -> list[str]:
         out = [] if self.store else ["store: must name the profile database"]
@@ -206,7 +144,9 @@ class ControllerSection(_Checked):
     requeue_min_interval_s: float = 1800.0
     requeue_budget: int = 2
     shrink_running_memory: bool = True
-    metrics_port: int = 0
+    # On by default: loopback only (metrics_address), counts and ages with no user names
+    # in them, and without them nothing tells an admin that the table went stale.
+    metrics_port: int = 9778
     metrics_address: str = "127.0.0.1"
     write_hook_table: bool = True
     max_backoff_s: float = 300.0
@@ -399,18 +339,7 @@ def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
             problems.append(f"unknown key {key!r} (known: {', '.join(known)})")
             continue
         default = known[key].default
-        if isinstance(default, bool):
-            ok = isinstance(val, bool)
-        elif isinstance(default, int):
-            ok = isinstance(val, int) and not isinstance(val, bool)
-        elif isinstance(default, float):
-            ok = isinstance(val, int | float) and not isinstance(val, bool)
-            val = float(val) if ok else val
-        elif isinstance(default, tuple):
-            ok = isinstance(val, list) and all(isinstance(v, str) for v in val)
-            val = tuple(val) if ok else val
-        else:
-            ok = isinstance(val, str)
+        ok, val = _typed(default, val)
         if not ok:
             problems.append(f"{key} = {val!r} has the wrong type (expected "
                             f"{_TYPE_WORDS.get(type(default), type(default).__name__)})")
@@ -419,6 +348,22 @@ def _section(cls: type, values: dict[str, Any]) -> tuple[Any, list[str]]:
     section, more = _make(cls, kwargs)
     problems += more
     return (None if problems else section), problems
+
+
+def _typed(default: Any, val: Any) -> tuple[bool, Any]:
+    """Whether ``val`` has the type of the key whose default is ``default`` (TOML's
+    integers taken as floats, lists as tuples), and the value as the key holds it."""
+    if isinstance(default, bool):
+        return isinstance(val, bool), val
+    if isinstance(default, int):
+        return isinstance(val, int) and not isinstance(val, bool), val
+    if isinstance(default, float):
+        ok = isinstance(val, int | float) and not isinstance(val, bool)
+        return ok, float(val) if ok else val
+    if isinstance(default, tuple):
+        ok = isinstance(val, list) and all(isinstance(v, str) for v in val)
+        return ok, tuple(val) if ok else val
+    return isinstance(val, str), val
 
 
 _TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number",
@@ -434,6 +379,45 @@ def _make(cls: type, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
         for f in fields(cls):
             object.__setattr__(unchecked, f.name, kwargs.get(f.name, f.default))
         return None, unchecked.problems()
+
+
+def check_everything(path: str | Path | None = None) -> tuple[Config | None, list[str]]:
+    """Every problem ``synergy config check`` reports, in one run: the file's and, even
+    when the file has some, what its well-formed keys name that this machine lacks (a
+    missing profiles file was reported only once the file's other errors were fixed)."""
+    cfg, problems = check_config(path)
+    if cfg is not None:
+        return cfg, machine_problems(cfg)
+    lenient = _lenient(Path(path) if path else DEFAULT_PATH)
+    if lenient is None:
+        return None, problems
+    # A key the file check already found wrong is not looked for on the machine too.
+    flagged = {m.group(0) for p in problems if (m := _KEY_OF.search(p))}
+    return None, problems + [p for p in machine_problems(lenient)
+                             if (m := _KEY_OF.search(p)) is None or m.group(0) not in flagged]
+
+
+# "[section] key" in a problem's text (file and machine problems name them alike).
+_KEY_OF = re.compile(r"\[\w+\] \w+")
+
+
+def _lenient(p: Path) -> Config | None:
+    """The file's keys that have the right type, defaults for the rest, left unchecked:
+    enough to look at the paths it names. None when the file cannot be read as TOML."""
+    try:
+        doc = tomllib.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    built: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        values = doc.get(name)
+        values = values if isinstance(values, dict) else {}
+        section = object.__new__(cls)
+        for f in fields(cls):
+            ok, val = _typed(f.default, values.get(f.name, f.default))
+            object.__setattr__(section, f.name, val if ok else f.default)
+        built[name] = section
+    return Config(**built, path=str(p))
 
 
 def machine_problems(cfg: Config) -> list[str]:

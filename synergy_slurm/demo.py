@@ -20,8 +20,9 @@ from pathlib import Path
 
 from .core import PerGpu, Profile
 from .core.pools import Pool, merged
-from .sim.engine import SimConfig, simulate
+from .sim.config import SlurmConfig
 from .sim.jobsets import models_in_turn
+from .sim.simulate import simulate
 from .sim.trace import TraceJob
 from .slurm import queue
 from .slurm.commands import SlurmCLI
@@ -118,14 +119,14 @@ def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]
                                  requeue_ok=True, partition=j.partition,
                                  work_s=j.seconds, startup_s=STARTUP_S) for j in jobs),
                        key=lambda t: (t.arrival, t.job_id))
-        cfg = SimConfig(merged(pools), policy=controller["policy"], allocator=alloc,
-                        round_s=sched_s, restart_cost_s=controller["restart_cost_s"],
-                        preemptive=False, pools=tuple(pools),
-                        requeue_budget=controller["requeue_budget"] if alloc != "proportional"
-                        else 0,
-                        requeue_interval_s=controller["requeue_min_interval_s"],
-                        requeue_opt_in=True, controller_interval_s=controller["interval_s"],
-                        release_delay_s=RELEASE_DELAY_S, lowers_pending=lowers_pending)
+        cfg = SlurmConfig(merged(pools), policy=controller["policy"], allocator=alloc,
+                          round_s=sched_s, restart_cost_s=controller["restart_cost_s"],
+                          pools=tuple(pools),
+                          requeue_budget=controller["requeue_budget"]
+                          if alloc != "proportional" else 0,
+                          requeue_interval_s=controller["requeue_min_interval_s"],
+                          requeue_opt_in=True, controller_interval_s=controller["interval_s"],
+                          release_delay_s=RELEASE_DELAY_S, lowers_pending=lowers_pending)
         res = simulate(trace, profiles, cfg)
         ends = {r.job_id: r.finish for r in res.jobs if r.finish is not None}
         out[phase] = phase_result(phase, ends, at)

@@ -31,6 +31,12 @@ PROFILE_TOKEN = re.compile(r"synergy:profile=([A-Za-z0-9_.:\-]+)")
 # Read as whole words (``has_token``, and the hook's comment_token in Lua).
 OPT_OUT_TOKEN = "synergy:off"
 REQUEUE_OK_TOKEN = "synergy:requeue-ok"
+# The dataset's size synergy-sbatch --dataset-size records, in GB, for the memory model:
+# written by dataset_token, read by dataset_gb (a whole word, a plain decimal number).
+DATASET_TOKEN = "synergy:dataset-gb="
+_DATASET = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
+# The largest dataset size taken from a comment (GB): above it, a typo or a forgery.
+MAX_DATASET_GB = 1e7
 
 # Job states in which a job still holds or waits for resources (squeue shows them; the
 # others are finished).
@@ -59,6 +65,20 @@ def has_token(comment: str, token: str) -> bool:
 # What Lua's %s matches (the C locale's isspace): str.split() would also split on
 # \x1c-\x1f and Unicode spaces, which the hook does not.
 _ASCII_SPACE = re.compile(r"[ \t\n\v\f\r]+")
+
+
+def dataset_token(size_gb: float) -> str:
+    """The comment token for a dataset of ``size_gb`` GB (what dataset_gb reads back)."""
+    return f"{DATASET_TOKEN}{size_gb:g}"
+
+
+def dataset_gb(comment: str) -> float | None:
+    """The dataset size a comment records (GB), if any and sane."""
+    m = _DATASET.search(comment or "")
+    if not m:
+        return None
+    value = float(m.group(1))
+    return value if 0 < value < MAX_DATASET_GB else None
 
 
 def comment_profile_key(comment: str) -> str | None:

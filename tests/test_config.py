@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synergy_slurm.config import ConfigError, config_from_dict, load_config
+from synergy_slurm.config import Config, ConfigError, config_from_dict, load_config
 
 
 def test_defaults_and_values(tmp_path):
@@ -57,14 +57,20 @@ def test_the_documented_example_is_every_key_at_its_default():
     docs = Path(__file__).resolve().parents[1] / "docs"
     example = docs / "synergy.toml.example"
     doc = tomllib.loads(example.read_text())
-    assert load_config(example, missing_ok=False) == dataclasses.replace(
-        Config(), path=str(example))
     guide = (docs / "admin-guide.md").read_text()
+    assert set(doc) == set(SECTIONS)
     for name, cls in SECTIONS.items():
         keys = {f.name for f in dataclasses.fields(cls)}
         assert set(doc[name]) == keys, name
+        defaults = cls()
         for key in keys:
+            # Key by key, so a drifted default names itself (a TOML array is the tuple).
+            value = doc[name][key]
+            shown = tuple(value) if isinstance(value, list) else value
+            assert shown == getattr(defaults, key), f"[{name}] {key}: example {value!r}"
             assert f"| `{key}` |" in guide, f"[{name}] {key} missing from admin-guide.md"
+    assert load_config(example, missing_ok=False) == dataclasses.replace(
+        Config(), path=str(example))
 
 
 def test_config_check_lists_every_problem_or_prints_the_effective_config(tmp_path):
@@ -119,3 +125,9 @@ def test_config_check_catches_what_an_admin_gets_wrong(tmp_path):
     assert res.exit_code == 2
     assert "[profiles] file" in res.output and "no such file" in res.output
     assert "[slurm] bindir" in res.output and "has no scontrol" in res.output
+
+
+def test_only_site_wide_and_own_profiles_shape_a_users_jobs_by_default():
+    """Issue 43, item 2: under the old default trust = "all", one user's profiling job
+    (numbers the user writes) shaped every user's jobs of the key."""
+    assert Config().profiles.trust == "own"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..config import DEFAULT_PATH, check_config, machine_problems, render_toml
+from ..config import DEFAULT_PATH, check_everything, render_toml
 from .errors import EXIT_BAD_INPUT
 
 
@@ -22,9 +22,7 @@ def check_cmd(config_path) -> None:
     directory). Prints the effective configuration (every key, defaults included) as
     TOML, or each problem on its own line on stderr (naming file, section and key) and
     exits 2. Reads Slurm nothing and creates nothing."""
-    cfg, problems = check_config(config_path)
-    if cfg is not None:
-        problems = machine_problems(cfg)
+    cfg, problems = check_everything(config_path)
     if problems:
         for p in problems:
             click.echo(f"Error: {p}", err=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pwd
 import signal
 import threading
 from pathlib import Path
@@ -14,7 +16,9 @@ from ..config import MODES
 from ..controller.daemon import Controller, RoundResult
 from ..controller.replay import replay
 from ..controller.state import StateStore
-from ..controller.status import explain_job, select, status_lines
+from ..controller.status import StatusSource, explain_job, select, status_lines
+from ..controller.views import read_view, view_dir
+from ..owndir import check_target
 from ..slurm import recording
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.writer import Shape
@@ -58,7 +62,14 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     effective = "observe" if dry_run else (mode or cfg.controller.mode)
     ctl = Controller(cfg, mode=effective)
     if cfg.controller.metrics_port and not once:
-        ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
+        try:
+            ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
+        except OSError as exc:
+            # Metrics are on by default: a port taken (a second controller in observe, a
+            # test cluster) costs the metrics, never the controller.
+            log.error("metrics: cannot listen on %s:%d (%s): running without them; set "
+                      "[controller] metrics_port", cfg.controller.metrics_address,
+                      cfg.controller.metrics_port, exc.strerror or exc)
     stop = threading.Event()
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,6 +119,7 @@ def snapshot_cmd(config_path, directory: Path) -> None:
     """
     cfg = config_or_exit(config_path)
     writable_dir(directory, "DIRECTORY")      # before Slurm is read
+    check_target(directory)
     try:
         written = recording.save(SlurmCLI.for_config(cfg.slurm), directory)
     except SlurmError as exc:
@@ -136,8 +148,8 @@ def replay_cmd(config_path, fmt, directory: Path) -> None:
     saved.
 
     \b
-      synergy controller snapshot /tmp/snap
-      synergy controller replay /tmp/snap --config new-synergy.toml
+      synergy controller snapshot ~/snap
+      synergy controller replay ~/snap --config new-synergy.toml
     """
     cfg = config_or_exit(config_path)
     saved = recording.load(directory)
@@ -158,6 +170,17 @@ def _change(call: tuple) -> str:
                     else str(a) for a in call)
 
 
+def _status_source(path: Path) -> StatusSource:
+    """The state itself where this user may read it, else their view of it."""
+    views = view_dir(path)
+    if not path.exists() and not views.exists():
+        raise Failed(f"no controller state at {path}: the controller has not run yet "
+                     "(synergy controller run)")
+    if os.access(path, os.R_OK):
+        return StateStore(path, readonly=True)
+    return read_view(views, pwd.getpwuid(os.getuid()).pw_name)
+
+
 @click.command("status")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="synergy.toml (default /etc/slurm/synergy.toml).")
@@ -170,15 +193,13 @@ def status_cmd(config_path, user, job_id, fmt) -> None:
     expected speedup, and what the controller did or why the job waits. With --job, why
     that job has the cores and memory it has and what was done to it.
 
-    Reads the controller's state ([controller] state_db) read-only: any user who may read
-    that file can run it; it changes nothing.
+    Reads the controller's state ([controller] state_db) read-only where you may (root,
+    the controller's account); any other user sees their own jobs, from the view the
+    controller writes for them (every job where Slurm's PrivateData shows every job).
+    It changes nothing.
     """
     cfg = config_or_exit(config_path)
-    path = Path(cfg.controller.state_db)
-    if not path.exists():
-        raise Failed(f"no controller state at {path}: the controller has not run yet "
-                     "(synergy controller run)")
-    store = StateStore(path, readonly=True)
+    store = _status_source(Path(cfg.controller.state_db))
     if fmt == "json":
         click.echo(json.dumps({"last_round": store.last_round(),
                                "jobs": select(store.jobs(), user=user, job_id=job_id),

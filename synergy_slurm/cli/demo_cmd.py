@@ -31,6 +31,7 @@ from ..demo import (
     wait_all,
 )
 from ..devcluster.controller_config import controller_dict, controller_toml
+from ..owndir import own_dir
 from ..slurm import queue
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.release import Release
@@ -102,7 +103,7 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         shutil.which("synergy-sbatch")
     if sbatch_exe is None:
         raise Failed("synergy-sbatch is not installed beside this synergy")
-    state_dir = state_dir.resolve()
+    state_dir = own_dir(state_dir, 0o755)   # made here, or ours: never another user's
     say = click.echo if fmt == "text" else (lambda *a, **k: None)
     spec, version = _start_cluster(state_dir, port, release, path, accounting, cluster, cache,
                                    say)

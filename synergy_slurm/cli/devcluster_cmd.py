@@ -127,7 +127,7 @@ def config_cmd(state_dir: Path, nodes: int, port: int, containers: bool, hook: b
     """Only write the cluster's config files (slurm.conf, gres.conf, cgroup.conf, fake GPU
     files) under DIR/etc; start nothing. docker-compose.slurm.yml uses this."""
     site = cluster_option_value(cluster)
-    spec = DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=6817, hook=hook,
+    spec = DevClusterSpec(Path(os.path.abspath(state_dir)), nodes=nodes, ctld_port=6817, hook=hook,
                           containers=True, site=site) if containers else local_spec(
         state_dir, nodes, port, hook, site=site)
     for path in devcluster.write_all_config(spec):

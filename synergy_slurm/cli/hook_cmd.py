@@ -148,13 +148,15 @@ def install_cmd(config_path, conf_dir: Path | None, state_dir: Path | None, writ
     it, and the controller writes the table there.
     """
     cfg = config_or_exit(config_path)
+    # Both must be absolute (install.check_dir): they are written into job_submit.lua,
+    # which slurmctld runs from its own working directory.
     conf_dir = conf_dir or Path(cfg.hook.dir)
     state_dir = state_dir or Path(cfg.hook.state_dir)
     try:
         steps = install.plan(conf_dir, state_dir, shipped_file(HOOK_LUA),
                              shipped_file(HOOK_MODULE), force)
     except ValueError as exc:
-        raise BadInput(f"--state-dir: {exc}") from None
+        raise BadInput(str(exc)) from None
     for st in steps:
         verb = {"write": "write", "keep": "keep", "replace": "replace",
                 "refuse": "refuse to overwrite"}[st.action]

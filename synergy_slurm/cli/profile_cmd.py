@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from profiler.cpulimit import QuotaUnavailable
-from profiler.gpu import gpu_probe
+from profiler.gpu import NvmlSampler
 from profiler.harness import PointConfig, measure
 from profiler.search import SearchError, SearchResult, optimistic_search
 
@@ -40,8 +40,13 @@ def _store_path(config_path, store_path) -> Path:
 
 def _store(config_path, store_path, readonly: bool = False) -> ProfileStore:
     """The store; read-only for commands that only look (they create nothing, and a
-    missing store is bad input naming the file)."""
-    return ProfileStore(_store_path(config_path, store_path), readonly=readonly)
+    missing store is bad input naming the file). A --store in a directory that does not
+    exist is a typo: refused, where the store used to make the directory and say nothing
+    (the configured store's directory, /var/lib/synergy, is made on first use)."""
+    path = _store_path(config_path, store_path)
+    if store_path and not readonly and not path.parent.is_dir():
+        raise BadInput(f"--store {path}: directory {path.parent} does not exist")
+    return ProfileStore(path, readonly=readonly)
 
 
 STORE_OPTIONS = [
@@ -135,9 +140,11 @@ def run_cmd(config_path, store_path, key, gpus, max_cpus, budget_s, point_budget
     per_gpu_max = max(1, cores // gpus)
     point = PointConfig(warmup_steps=warmup, steps=steps, budget_s=point_budget_s)
     try:
-        res = optimistic_search(lambda k: measure(list(command), k * gpus, point, gpu_probe,
-                                                  core_fraction),
-                                per_gpu_max, max_points=max_points, budget_s=budget_s)
+        # NVML opened once for the run: each point reads the GPUs every half second.
+        with NvmlSampler() as probe:
+            res = optimistic_search(lambda k: measure(list(command), k * gpus, point, probe,
+                                                      core_fraction),
+                                    per_gpu_max, max_points=max_points, budget_s=budget_s)
     except QuotaUnavailable as exc:
         raise Failed(f"--core-fraction: {exc}") from None
     except SearchError as exc:

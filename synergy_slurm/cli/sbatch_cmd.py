@@ -36,8 +36,9 @@ from ..hook.sbatch_args import (
     script_directives,
     script_index,
 )
+from ..slurm.units import size_mb
 from ..templates import TemplateError, available, find, parse_template, parse_vars
-from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN
+from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN, dataset_token
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
@@ -45,6 +46,8 @@ from .options import config_or_exit
 # unreachable); a submission that timed out may still have been accepted.
 SBATCH_TIMEOUT_S = 300.0
 
+# A dataset of 10 PB or more is a typo (the controller ignores such a size).
+MAX_DATASET_GB = 1e7
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
 
 
@@ -57,13 +60,15 @@ def dataset_gb(text: str) -> float:
         raise click.BadParameter(f"expected a size like 120G or 500M, got {text!r}",
                                  param_hint="--dataset-size")
     unit = m.group(2).upper()
-    if unit:
-        mb = float(m.group(1)) * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2}[unit]
-        value = mb / MB_PER_GB
-    else:
-        value = float(m.group(1))
+    # A suffix is Slurm's binary unit, read by the adapter's one table.
+    value = size_mb(m.group(1) + unit) / MB_PER_GB if unit else float(m.group(1))
     if value <= 0:
         raise click.BadParameter("must be positive", param_hint="--dataset-size")
+    if value >= MAX_DATASET_GB:
+        # The controller ignores a size this large (classify.dataset_gb): refuse it here,
+        # where the user can still correct a typo, rather than record it for nothing.
+        raise click.BadParameter(f"{text!r} is {value:.3g} GB: give the size the job reads, "
+                                 f"under {MAX_DATASET_GB:.0e} GB", param_hint="--dataset-size")
     return value
 
 
@@ -101,7 +106,7 @@ def build_argv(sbatch: str, args: Sequence[str], profile_key: str | None,
     if profile_key:
         tokens.append(f"synergy:profile={profile_key}")
     if size_gb:
-        tokens.append(f"synergy:dataset-gb={size_gb:g}")
+        tokens.append(dataset_token(size_gb))
     extra: list[str] = []
     if requeue_ok:
         tokens.append(REQUEUE_OK_TOKEN)
@@ -196,6 +201,11 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         i = script_index(args)
         if i is not None and not os.path.isfile(args[i]):
             raise BadInput(f"{args[i]}: no such batch script")
+    if explain and script_text is None and script_index(args) is None \
+            and not any(a == "--wrap" or a.startswith("--wrap=") for a in args):
+        # Explaining a job that is not there said "sbatch " and exit 0, as if all were well.
+        raise click.UsageError("--explain needs the job: give its batch script, "
+                               "--template NAME or --wrap")
     directives = script_directives(script_text or read_script_of(args))
     argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy,
                       split_comment(directives)[1])

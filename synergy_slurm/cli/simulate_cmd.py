@@ -16,9 +16,10 @@ from ..core import ALLOCATOR_NAMES, POLICIES, ClusterState
 from ..core.ledger import PLACEMENTS
 from ..core.pools import Pool
 from ..core.usage import UsageRule
-from ..sim.engine import SimConfig, SimulationCapped
+from ..sim.config import RoundsConfig, SimConfig, SlurmConfig
 from ..sim.metrics import summary_row
 from ..sim.report import write_results
+from ..sim.results import SimulationCapped
 from ..sim.runner import Run, Workload, plan_runs, run_all
 from ..sim.trace import TraceError, read_trace, write_trace
 from .errors import BadInput, Failed, writable_dir, writable_file
@@ -167,14 +168,11 @@ def simulate_cmd(trace_path, generate, loads, split, multi_gpu, seed, count, win
     if any(g > cluster.total.gpus for g in _gpu_counts(workload)):
         raise BadInput("the trace has jobs larger than the cluster")
     try:
-        base = SimConfig(cluster, round_s=round_seconds, restart_cost_s=restart_cost,
-                         reference_speedups=reference_speedups, window=win,
-                         opt_time_limit_s=opt_time_limit, preemptive=not no_preempt,
-                         requeue_budget=requeue_budget if no_preempt else 0,
-                         requeue_interval_s=requeue_interval, placement=placement,
-                         shrink_memory=shrink_memory, pools=pools,
-                         default_time_limit_s=time_limit * 3600,
-                         usage=UsageRule() if closed_loop else None)
+        base = _config(cluster, pools, no_preempt, reference_speedups, requeue_budget,
+                       requeue_interval, shrink_memory, time_limit,
+                       round_s=round_seconds, restart_cost_s=restart_cost, window=win,
+                       opt_time_limit_s=opt_time_limit, placement=placement,
+                       usage=UsageRule() if closed_loop else None)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     runs = plan_runs(pols, allocs, load_list)
@@ -238,6 +236,24 @@ def _workload(trace_path, profiles, static: bool, window: str | None, split: str
                                  param_hint="--jobs")
     return (Workload(split=(mix[0], mix[1], mix[2]), multi_gpu=multi_gpu, seed=seed,
                      static=static, count=count), load_list, win)
+
+
+def _config(cluster, pools, no_preempt: bool, reference_speedups: bool, requeue_budget: int,
+            requeue_interval: float, shrink_memory: bool, time_limit: float, **common
+            ) -> SimConfig:
+    """The controller model's config (--no-preempt), else the paper's rounds'; an option of
+    the other simulator's is refused."""
+    if not no_preempt:
+        if shrink_memory or time_limit:
+            raise ValueError("--shrink-memory and --time-limit belong to the controller "
+                             "model: give --no-preempt")
+        return RoundsConfig(cluster, reference_speedups=reference_speedups, **common)
+    if reference_speedups:
+        raise ValueError("the reference's speedups belong to the paper's rounds, not the "
+                         "controller model")
+    return SlurmConfig(cluster, requeue_budget=requeue_budget,
+                       requeue_interval_s=requeue_interval, shrink_memory=shrink_memory,
+                       pools=pools, default_time_limit_s=time_limit * 3600, **common)
 
 
 def _run_with_progress(runs, workload: Workload, profiles, base: SimConfig, workers: int,

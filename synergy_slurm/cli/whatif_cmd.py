@@ -4,33 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from collections import Counter
-from contextlib import nullcontext
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from ..controller.usage import rule_of
-from ..core import ALLOCATOR_NAMES, ClusterState, Profile
-from ..core.pools import Pool, merged
+from ..core import ALLOCATOR_NAMES, ClusterState
+from ..core.pools import Pool
+from ..owndir import check_target, own_dir
 from ..slurm.commands import SlurmCLI, SlurmError
-from ..slurm.model import Skipped
-from ..slurm.parse import ParseError
 from ..slurm.release import Release, detect
-from ..slurm.sacct import (
-    HISTORY_JSON_ARGS,
-    HISTORY_TEXT_ARGS,
-    HistoryJob,
-    parse_history,
-    read_history,
-)
-from ..slurm.sacct_usage import UsageRead, parse_usage
-from ..whatif import HistoryError, Rule, build_replay, forecast, report
+from ..slurm.sacct import HISTORY_JSON_ARGS, HISTORY_TEXT_ARGS
+from ..whatif import HistoryError, Rule, pipeline, report
 from ..whatif import replay as replay_mod
-from ..whatif.history import MixGuess
-from .errors import BadInput, Failed, writable_dir
+from .errors import Failed, writable_dir
 from .options import (
     check_server,
     cluster_option_value,
@@ -58,8 +47,8 @@ from .options import (
               "before [whatif] rules; repeatable.")
 @click.option("--assume-mix", default=None, metavar="IMAGE,LANGUAGE,SPEECH",
               help="The optimistic forecast: jobs with no profile drawn from this class mix "
-              "(percentages; the paper's is 20,70,10). Without it there is no optimistic "
-              "forecast: it is an assumption, not a measurement.")
+              "(percentages that sum to 100; the paper's is 20,70,10). Without it there is "
+              "no optimistic forecast: it is an assumption, not a measurement.")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="The optimistic forecast's draws' seed.")
 @click.option("--cluster", "cluster_file", metavar="FILE|NAME", default=None,
@@ -128,12 +117,22 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     saved export, and replays them twice on the cluster's partitions, as Slurm schedules
     them (its queue from each job's submission, its backfill planning by time limits,
     cons_tres placement): once without synergy, once with the hook and the controller as
-    they act on your Slurm release, through the same core the controller runs. The report
-    leads with what happened (Slurm's own records) against synergy's replay, and the
-    replay's error against what happened, so you know how far to trust it. Then waits,
-    JCTs (mean, p50, p99), makespan and utilisation, overall, by job size (what a plan
-    costs large jobs), per partition and per account. A window where synergy already ran
-    is measured the other way round: what happened against the replay without it.
+    they act on your Slurm release, through the same core the controller runs.
+
+    The report leads with the answer: where synergy did not run in the window, the
+    forecast (the plain replay's mean JCT over the synergy replay's: the model's own
+    error cancels); where it ran, what happened (Slurm's records) against the replay
+    without it. Then how far to trust it (the replay of what ran against what happened,
+    split into the waiting and the running it misses), the warnings this history earns
+    (waiting missed, far fewer nodes or GPUs used than described, a release assumed,
+    records skipped) and what to do next. Then waits, JCTs (mean, p50, p99), makespan and
+    utilisation, overall, by job size, per partition and per account.
+
+    What synergy changes about each job is the hook's and the controller's own rule:
+    reshaped with a known profile, released as it is when its profile is unknown, left
+    as submitted otherwise (no GPUs, opted out, -c, --exclusive, --gpus-per-task, ...,
+    read from the hook's tags or the submit line): jobs left or released keep the cores
+    and memory they had in both replays.
 
     A job that hit its time limit, failed or was cancelled runs as long as it did in both
     replays; --startup-seconds of each job are never sped up.
@@ -143,7 +142,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
     controller picks it: measured on the GPU type the job asked for (else an untyped one),
     among those [profiles] trust lets shape its user's jobs. Other jobs are replayed by the
     class their measured use suggests (export without -X: the steps carry TotalCPU and
-    MaxRSS), else unknown and proportional. Jobs that never started are counted and left
+    MaxRSS), else unknown and released as they were. Jobs that never started are counted and left
     out; jobs without GPUs keep their cores and memory where they ran. Records that cannot
     be read are skipped with a count and a reason.
 
@@ -155,7 +154,7 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
 
     \b
     Examples:
-      synergy whatif -S 2026-11-01 -E 2026-12-01 --report /tmp/whatif
+      synergy whatif -S 2026-11-01 -E 2026-12-01 --report ~/whatif-nov
       sacct -a -D --json -S 2026-11-01 > nov.json; synergy whatif --from nov.json \\
           --servers 16 --rule 'name:^bert=transformer' --format json
     """
@@ -164,16 +163,25 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
         check_server(gpus_per_server, cpus_per_server)
     if report_dir is not None:
         writable_dir(report_dir, "--report")
+        check_target(report_dir)
     try:
         parsed_rules = [Rule.parse(r) for r in (*rules, *cfg.whatif.rules)]
     except HistoryError as exc:
         raise click.BadParameter(str(exc), param_hint="--rule / [whatif] rules") from None
     mix = _assumed_mix(assume_mix)
     profiles, owners, profiles_from = _profiles(cfg, profiles_path)
-    _check_rule_keys(parsed_rules, profiles)
+    with _option_errors():
+        pipeline.check_rule_keys(parsed_rules, profiles)
     cli = SlurmCLI.for_config(cfg.slurm, timeout_s=max(cfg.slurm.timeout_s, 300))
-    raw, source, export_time = _history(export, start, end, cli)
-    history, skipped, reasons = _parsed(raw, source)
+    req = pipeline.Request(
+        export=export, start=start, end=end, rules=tuple(parsed_rules),
+        mix=tuple(mix) if mix is not None else None, seed=seed, allocator=allocator,
+        startup_s=startup_seconds, default_time_limit_min=default_time_limit,
+        headroom=cfg.usage.headroom, trust=cfg.profiles.trust,
+        usage_rule=rule_of(cfg.usage) if cfg.usage.enabled else None)
+    with _option_errors():
+        history = pipeline.read(req, cli)
+    parsed = pipeline.parse(history)
     site = cluster_option_value(cluster_file)
     release = None
     if site is not None:
@@ -183,27 +191,49 @@ def whatif_cmd(export, start, end, config_path, rules, assume_mix, seed, cluster
                                               mem_per_server)),)
     else:
         found, release = _live_pools(cfg, cli)
-    cluster = merged(found)
     release = _release(slurm_release, release, cli)
     ctl = _controller(cfg, release, controller_interval, release_delay, round_seconds,
                       restart_cost, requeue_budget)
-    used = _usage(raw)
-    rp, built, caps = _replays(cfg, history, used, profiles, owners, found, parsed_rules,
-                               mix, seed, export_time, startup_seconds, default_time_limit,
-                               source)
+    inputs = pipeline.Inputs(profiles, found, ctl, release, owners, profiles_from)
     show = sys.stderr.isatty() if progress is None else progress
-    outcome = _run(rp, profiles, cluster, found, allocator, ctl, built, caps, show)
-    doc = report.build(rp, outcome, cluster, list(found), ctl, source, len(skipped), reasons,
-                       {"slurm_release": str(release) if release else "22.05 rules",
-                        "startup_s": startup_seconds, "profiles_from": profiles_from,
-                        "default_time_limit_min": default_time_limit or "unlimited"})
-    doc.update(report.usage_section(history, rp, used, profiles, cluster.fair))
-    doc.update(report.forecast_section(outcome, rp, built, mix))
+    with _progress(show) as on_progress:
+        result = pipeline.replay_history(req, inputs, history, parsed, on_progress)
+    doc = result.doc
     if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)     # checked writable before the replay
-        for path in report.write_html(doc, outcome, report_dir / "report.html", used):
+        own_dir(report_dir)     # checked before the replay; made here, or the caller's own
+        for path in report.write_html(doc, result.outcome, report_dir / "report.html",
+                                      result.used):
             click.echo(f"wrote {path}", err=True)
     click.echo(json.dumps(doc) if fmt == "json" else report.as_text(doc))
+
+
+@contextmanager
+def _option_errors() -> Iterator[None]:
+    """The pipeline's errors about an option's value, as click shows a bad option."""
+    try:
+        yield
+    except pipeline.OptionError as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.option) from None
+
+
+@contextmanager
+def _progress(show: bool) -> Iterator[Callable[[float], None] | None]:
+    """A progress bar on stderr over the replays when ``show`` (the share done)."""
+    if not show:
+        yield None
+        return
+    steps = 1000
+    with click.progressbar(length=steps, label="replaying", file=sys.stderr,
+                           show_percent=True) as bar:
+        state = {"pos": 0}
+
+        def on_progress(done: float) -> None:
+            pos = int(done * steps)
+            if pos > state["pos"]:
+                bar.update(pos - state["pos"])
+                state["pos"] = pos
+
+        yield on_progress
 
 
 def _assumed_mix(assume_mix: str | None) -> list[float] | None:
@@ -216,106 +246,13 @@ def _assumed_mix(assume_mix: str | None) -> list[float] | None:
     if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
         raise click.BadParameter("give three non-negative percentages",
                                  param_hint="--assume-mix")
+    if abs(sum(mix) - 100) > 0.5:
+        # Not normalised quietly: 90,90,90 may be a typo for 90,9,1, and a forecast on a
+        # mix the admin did not mean would be reported as theirs.
+        raise click.BadParameter(f"{assume_mix} sums to {sum(mix):g}%: the three "
+                                 "percentages must sum to 100 (e.g. 20,70,10)",
+                                 param_hint="--assume-mix")
     return mix
-
-
-def _check_rule_keys(rules: list[Rule], profiles: dict[str, Profile]) -> None:
-    keys = {p.key for p in profiles.values()}
-    unknown = sorted({r.key for r in rules if r.key not in keys})
-    if unknown:
-        raise click.BadParameter(
-            f"no profile named {', '.join(unknown)} (known: {', '.join(sorted(keys))});"
-            " import it (synergy profile import) or name another",
-            param_hint="--rule / [whatif] rules")
-
-
-def _parsed(raw: str, source: str) -> tuple[list[HistoryJob], list[Skipped], dict[str, int]]:
-    """The history's jobs, the records skipped and how many for each reason; bad input
-    when nothing could be read."""
-    try:
-        history, skipped = parse_history(raw)
-    except ParseError as exc:
-        raise BadInput(f"{source}: {exc}") from None
-    reasons = dict(Counter(s.reason for s in skipped))
-    if not history and skipped:
-        raise BadInput(f"{source}: none of its {len(skipped)} records could be read: " +
-                       "; ".join(f"{n} {why}" for why, n in
-                                 sorted(reasons.items(), key=lambda kv: -kv[1])[:5]))
-    return history, skipped, reasons
-
-
-def _replays(cfg, history: list[HistoryJob], used: UsageRead, profiles: dict[str, Profile],
-             owners, found, rules: list[Rule], mix: list[float] | None, seed: int,
-             export_time: float | None, startup_seconds: float, default_time_limit: float,
-             source: str):
-    """The synergy replay (the expected forecast), the others beside it (guaranteed, and
-    optimistic with --assume-mix: whatif/forecast.py) and the closed loop's caps."""
-    guesses = {"synergy": forecast.InferredGuess(forecast.key_classes(history, used.jobs)),
-               "guaranteed": forecast.UsedGuess(forecast.key_needs(
-                   history, used.jobs, cfg.usage.headroom))}
-    if mix is not None:
-        # An assumption, so only when it is stated (and a replay less on a large site).
-        guesses["optimistic"] = MixGuess(mix, seed)
-    try:
-        built = {name: build_replay(history, profiles, found, rules, guess, export_time,
-                                    startup_seconds, default_time_limit * 60, owners,
-                                    cfg.profiles.trust)
-                 for name, guess in guesses.items()}
-    except HistoryError as exc:
-        raise BadInput(f"{source}: {exc}") from None
-    rp = built.pop("synergy")
-    future = [j for j in history if j.submit > time.time() + 86400]
-    if future:
-        # No window bounds a saved export: a clock set wrong shows only against today.
-        first = datetime.fromtimestamp(min(j.submit for j in future)).strftime("%Y-%m-%d")
-        rp.notes[f"submitted after today (from {first}): check the export's clock"] += \
-            len(future)
-    cluster = merged(found)
-    too_big = [j for j in rp.trace if j.gpus > cluster.total.gpus]
-    if too_big:
-        raise BadInput(f"{len(too_big)} jobs ran on more GPUs than the replayed cluster has "
-                       f"({cluster.total.gpus}), e.g. job {too_big[0].job_id}: replay on the "
-                       "site's own nodes, or give --servers")
-    caps = forecast.suspect_caps(rp, used.jobs, found, rule_of(cfg.usage)) \
-        if cfg.usage.enabled else {}
-    jobs_of = Counter((t.model, t.user) for t in rp.trace) if caps else Counter()
-    for (key, user), cap in sorted(caps.items()):
-        rp.notes[f"profile {key} of user {user}: its jobs used far less than given, capped "
-                 f"at {cap.cpus} cores and {cap.mem_gb:.1f} GB per GPU as the controller's "
-                 "closed loop would"] += jobs_of[key, user]
-    return rp, built, caps
-
-
-def _run(rp, profiles, cluster, found, allocator, ctl, built, caps, show: bool):
-    """Every replay, with a progress bar on stderr when ``show``."""
-    span = max(1.0, max(t.arrival for t in rp.trace))
-    state = {"pos": 0}
-    names = ["plain", "synergy", *built]
-    with (click.progressbar(length=100 * len(names), label="replaying", file=sys.stderr,
-                            show_percent=True) if show else nullcontext()) as bar:
-
-        def on_round(which: str, now: float) -> None:
-            if bar is None:
-                return
-            pos = int(min(1.0, now / span) * 100) + 100 * names.index(which)
-            if pos > state["pos"]:
-                bar.update(pos - state["pos"])
-                state["pos"] = pos
-
-        return replay_mod.run(rp, profiles, cluster, found, allocator, ctl, on_round, built,
-                              caps)
-
-
-def _usage(raw: str) -> UsageRead:
-    """What the jobs used, where the history carries it (sacct's JSON with steps); the
-    text form without steps says nothing of it."""
-    try:
-        return parse_usage(raw)
-    except ParseError:
-        out = UsageRead()
-        out.unknown["usage not in this export (sacct -P text: give sacct --json without -X)"] \
-            += 1
-        return out
 
 
 def _profiles(cfg, path: Path | None) -> tuple[dict, dict[str, str], str]:
@@ -334,25 +271,6 @@ def _profiles(cfg, path: Path | None) -> tuple[dict, dict[str, str], str]:
     shipped = default_profiles_path()
     return profiles_option_value(None), {}, (f"the paper's profiles ({shipped}): no [profiles] "
                                          f"file and no store at {cfg.profiles.store}")
-
-
-def _history(export: Path | None, start: str, end: str, cli: SlurmCLI
-             ) -> tuple[str, str, float | None]:
-    """The raw history, where it came from, and when it was read (None: unknown)."""
-    if export is not None:
-        try:
-            return export.read_text(errors="replace"), str(export), None
-        except OSError as exc:
-            raise BadInput(f"--from {export}: {exc.strerror or exc}") from None
-    for v, name in ((start, "--start"), (end, "--end")):
-        if not v or any(c.isspace() for c in v) or v.startswith("-"):
-            raise click.BadParameter(f"{v!r} is not a time sacct takes", param_hint=name)
-    now = time.time()
-    try:
-        raw = read_history(cli, start, end)
-    except SlurmError as exc:
-        raise Failed(f"could not read the history: {exc}") from None
-    return raw, f"sacct -S {start} -E {end} ({datetime.now().strftime('%Y-%m-%d %H:%M')})", now
 
 
 def _live_pools(cfg, cli: SlurmCLI) -> tuple[tuple[Pool, ...], Release | None]:

@@ -18,17 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import PerGpu, Plan
+from ..decide import PendingView, Step, reconcile
 from ..slurm.model import SlurmJob
 from ..slurm.writer import Shape
 from ..vocabulary import MB_PER_GB
 
-SHAPE_RELEASE = "shape-release"
-RELEASE = "release"
-RAISE = "raise"
-LOWER = "lower"
+SHAPE_RELEASE = str(Step.SHAPE_RELEASE)
+RELEASE = str(Step.RELEASE)
+RAISE = str(Step.RAISE)
+LOWER = str(Step.LOWER)
 REQUEUE = "requeue"
 SHRINK = "shrink-memory"   # a running job's memory lowered in place (26.05)
-CANNOT = "cannot"   # a wanted change Slurm would ignore; recorded, not sent
+CANNOT = str(Step.CANNOT)   # a wanted change Slurm would ignore; recorded, not sent
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,11 @@ def current_shape(job: SlurmJob, fair: PerGpu) -> Shape:
 
 
 def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
-                      can_lower: bool = False) -> list[Action]:
+                      can_lower: bool = False, unknown: frozenset[int] = frozenset()
+                      ) -> list[Action]:
+    """The actions that bring ``jobs`` to ``plan``, by the one reconcile rule
+    (``decide.reconcile``, which the controller model applies too). A job in ``unknown``
+    (no profile) keeps the shape it has (``decide.Change.RELEASE``)."""
     planned = plan.by_job()
     out: list[Action] = []
     for job in jobs:
@@ -83,21 +88,20 @@ def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
         if alloc is None:
             continue
         before = current_shape(job, fair)
-        after = to_shape(alloc.share)
-        why = f"{alloc.how} share, speedup {alloc.speedup:.2f}x"
-        if job.held_by_synergy:
-            if after != before or job.cpus_per_gpu is None:
-                out.append(Action(job.job_id, SHAPE_RELEASE, before, after, why, job.user))
-            else:
-                out.append(Action(job.job_id, RELEASE, before, after, why, job.user))
-        elif after.cpus_per_gpu > before.cpus_per_gpu or (
-                after.cpus_per_gpu == before.cpus_per_gpu
-                and after.mem_per_gpu_mb != before.mem_per_gpu_mb):
-            out.append(Action(job.job_id, RAISE, before, after, why, job.user))
-        elif after.cpus_per_gpu < before.cpus_per_gpu and can_lower:
-            out.append(Action(job.job_id, LOWER, before, after, why, job.user))
-        elif after.cpus_per_gpu < before.cpus_per_gpu:
-            out.append(Action(job.job_id, CANNOT, before, after,
-                              "lowering the cores of a job Slurm already scheduled is "
-                              "ignored by this Slurm release; left as submitted", job.user))
+        view = PendingView(job.held_by_synergy, _share(before), job.cpus_per_gpu is not None,
+                           job.job_id in unknown)
+        got = reconcile(view, alloc.share, can_lower)
+        if got is None:
+            continue
+        after = before if view.unknown else to_shape(got.after)
+        why = ("profile unknown: released with the shape it has" if view.unknown
+               else f"{alloc.how} share, speedup {alloc.speedup:.2f}x")
+        if got.step is Step.CANNOT:
+            why = ("lowering the cores of a job Slurm already scheduled is ignored by this "
+                   "Slurm release; left as submitted")
+        out.append(Action(job.job_id, str(got.step), before, after, why, job.user))
     return out
+
+
+def _share(shape: Shape) -> PerGpu:
+    return PerGpu(shape.cpus_per_gpu, shape.mem_per_gpu_mb / MB_PER_GB)

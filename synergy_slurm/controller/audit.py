@@ -22,7 +22,13 @@ class AuditLog:
             "before": action["before"], "after": action["after"], "reason": action["reason"],
             "result": result}, sort_keys=True)
         # O_APPEND writes of one line are atomic enough for one writer; fsync per round.
-        with self.path.open("a") as fh:
+        # 0640: every user's jobs and reasons are in it (PrivateData's rule); a log an
+        # older version made 0644 is tightened.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o640)
+        with os.fdopen(fd, "a") as fh:
+            if os.fstat(fd).st_mode & 0o037:
+                os.fchmod(fd, 0o640)
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())

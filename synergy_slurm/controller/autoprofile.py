@@ -16,33 +16,48 @@ key in the controller's state, apart from the jobs it was for, and in the store.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import pwd
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..config import Config
 from ..core import Profile, pick_profile, profile_slot
-from ..profiles.store import ProfileStore
+from ..profiles.store import ProfileStore, StoredProfile, parse_result
 from ..slurm.commands import SlurmError
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.ports import Writer
 from ..slurm.profiling_job import profiling_job_options
 from ..slurm.writer import NotEnforcing
+from ..userfiles import UserFileError, open_user_dir, read_user_file, user_uid
 from ..vocabulary import KEY_RE, LIVE_STATES
 from .classify import dataset_gb, profile_key
 from .state import StateStore
 
 log = logging.getLogger(__name__)
 
-RUNNER = ('#!/bin/sh\n# Written by synergy-controller: runs the profiler given as '
-          'arguments.\nexec "$@"\n')
+# The profiling job is submitted with --export=NONE: it would otherwise inherit the
+# controller's environment (root's PATH, HOME, SLURM_CONF, whatever the unit set) into a
+# job that runs the user's script. What it needs is set here, from the user's passwd entry.
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def runner_script(pw: pwd.struct_passwd) -> str:
+    """The profiling job's batch script: a clean environment (the user's name, home and
+    shell, a plain PATH), then the profiler given as arguments."""
+    env = {"PATH": SAFE_PATH, "HOME": pw.pw_dir, "USER": pw.pw_name,
+           "LOGNAME": pw.pw_name, "SHELL": pw.pw_shell or "/bin/sh", "LANG": "C.UTF-8"}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return ("#!/bin/sh\n# Written by synergy-controller: runs the profiler given as "
+            f"arguments, in a clean environment (--export=NONE).\nexport {exports}\n"
+            'exec "$@"\n')
 
 
 @dataclass(frozen=True)
@@ -63,15 +78,24 @@ class AutoProfiler:
         self.writer = writer
         self.state = state
         self.mode = mode
+        if self.p.auto and mode == "enforce" and os.geteuid() != 0:
+            # sbatch takes --uid from root only, and the spool is handed to the user.
+            log.warning("[profiling] auto needs root (sbatch --uid, the spool chown): as "
+                        "uid %d every profiling job fails; a Slurm operator runs the "
+                        "controller with auto = false", os.geteuid())
 
     def round(self, snap: Snapshot, managed: Iterable[SlurmJob],
               profiles: Mapping[str, Profile],
               types_of: Callable[[SlurmJob], frozenset[str]], now: float,
-              stale: frozenset[str] = frozenset()) -> list[ProfilingEvent]:
+              stale: frozenset[str] = frozenset(),
+              owners: Mapping[str, str] | None = None) -> list[ProfilingEvent]:
         """``types_of``: the GPU types a job may run on (``observe.Pool.types``); a key is
         profiled per type (its slot ``KEY@TYPE``), on a node of that type. ``stale``:
         measured profiles (slots) a job's progress is far off: profiled again, at most
-        once per ``retry_after_s``, the old profile serving until the new one is stored."""
+        once per ``retry_after_s``, the old profile serving until the new one is stored;
+        only a profile measured for the job's own user (``owners``: slot -> user) is
+        profiled again for them: a site-wide or another user's profile is not theirs to
+        replace (the store refuses it), an admin profiles it again."""
         events = self._collect(snap, now)
         if not self.p.auto:
             return events
@@ -83,7 +107,8 @@ class AutoProfiler:
                 continue
             types = types_of(job)
             known = pick_profile(profiles, key, types)
-            again = known is not None and known.slot in stale
+            again = (known is not None and known.slot in stale
+                     and (owners or {}).get(known.slot) == job.user)
             if known is not None and not again:
                 continue
             slot = known.slot if known is not None and again else (
@@ -142,7 +167,8 @@ class AutoProfiler:
             return self._fail_submit(ev, now, f"cannot prepare {spool}: {exc}")
         args = [*profiling_job_options(key, gpus, self.p.budget_s, max(1, max_cpus // gpus),
                                        gpu_type),
-                "--nodes=1", "--no-requeue", f"--chdir={spool}", f"--output={spool}/slurm.out",
+                "--nodes=1", "--no-requeue", "--export=NONE", f"--chdir={spool}",
+                f"--output={spool}/slurm.out",
                 f"--partition={self.p.partition or job.partition}"]
         if self.p.account:
             args.append(f"--account={self.p.account}")
@@ -175,7 +201,7 @@ class AutoProfiler:
                                       f"profiling job of {pw.pw_name} could not reach it")
         spool.mkdir(mode=0o700)
         (spool / "job.sh").write_text(script)
-        (spool / "run.sh").write_text(RUNNER)
+        (spool / "run.sh").write_text(runner_script(pw))
         for name in ("job.sh", "run.sh"):
             (spool / name).chmod(0o700)
         if os.geteuid() == 0:
@@ -191,23 +217,22 @@ class AutoProfiler:
 
     # -- collect --------------------------------------------------------------------------
     def _collect(self, snap: Snapshot, now: float) -> list[ProfilingEvent]:
-        """Import the results of profiling jobs that have ended."""
+        """Import the results of profiling jobs that have ended. The spool directory is
+        the user's: its result is read as the user's file (:mod:`synergy_slurm.userfiles`),
+        and what the job printed is never read (its output is the user's to look at: a
+        note every user can see names only where it is)."""
         live = {j.job_id for j in snap.jobs if j.state in LIVE_STATES}
         events = []
         for slot, rec in self.state.profiling().items():
             if rec["status"] != "submitted" or rec["slurm_job"] in live:
                 continue
-            spool = Path(rec["spool"])
             ev = ProfilingEvent(slot, rec["user"], rec["for_job"], "failed",
                                 slurm_job=rec["slurm_job"])
-            key, _, gpu_type = slot.partition("@")
             try:
-                doc = json.loads((spool / "profile.json").read_text())
-                stored = ProfileStore(self.cfg.profiles.store).import_result(
-                    doc, key, source=f"auto-profile job {rec['slurm_job']} ({rec['user']})",
-                    gpu_type=gpu_type, owner=rec["user"])
+                stored = self._import(slot, rec)
             except FileNotFoundError:
-                why = "ended without a result: " + _tail(spool / "slurm.out")
+                why = (f"ended without a result (its output: {rec['spool']}/slurm.out, "
+                       f"readable by {rec['user']})")
             except (OSError, ValueError) as exc:   # ProfileError is a ValueError
                 why = f"bad result: {exc}"
             else:
@@ -220,15 +245,67 @@ class AutoProfiler:
                     rec["slurm_job"]))
                 continue
             self.state.note_profiling(slot, status="failed", finished=now, note=why[:500])
-            events.append(ProfilingEvent(ev.key, ev.user, ev.for_job, "failed", why[:300],
-                                         ev.slurm_job))
+            events.append(replace(ev, detail=why[:300]))
         return events
 
+    def _import(self, slot: str, rec: Mapping[str, Any]) -> StoredProfile:
+        """Read the result the profiling job left (a regular file of the user's, not a
+        link, at most RESULT_MAX_BYTES), refuse a profile that would take a job below its
+        measured proportional speed, and store it as the user's own (the store refuses to
+        replace a site-wide or another user's profile)."""
+        key, _, gpu_type = slot.partition("@")
+        user = str(rec["user"])
+        uid = user_uid(user)
+        if uid is None:
+            raise UserFileError(f"no such user {user!r} on this host")
+        spool = Path(rec["spool"])
+        dfd = open_user_dir(spool, uid)
+        try:
+            raw = read_user_file("profile.json", uid, RESULT_MAX_BYTES, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        prof, points, cpu_s = parse_result(json.loads(raw), key, gpu_type)
+        why = below_measured(prof, self.state.usage(key), user)
+        if why:
+            raise ValueError(why)
+        store = ProfileStore(self.cfg.profiles.store)
+        store.put(prof, measured_points=points, profiling_cpu_s=cpu_s,
+                  source=f"auto-profile job {rec['slurm_job']} ({user})", owner=user)
+        got = store.get(prof.slot)
+        assert got is not None
+        return got
 
-def _tail(path: Path, chars: int = 300) -> str:
-    with contextlib.suppress(OSError):
-        text = path.read_text(errors="replace").strip()
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return " | ".join(lines[-3:])[-chars:] or "no output"
-    return "no output"
 
+# The largest result file read: a profile is a few KB; anything bigger is not one.
+RESULT_MAX_BYTES = 1 << 20
+# A profile may say a job is this much slower at its proportional share than its jobs were
+# measured to run there (noise between runs; the profiler's own tolerance).
+PROPORTIONAL_TOLERANCE = 0.10
+
+
+def below_measured(prof: Profile, rows: Iterable[Mapping[str, Any]], user: str
+                   ) -> str | None:
+    """Why ``prof`` would take ``user``'s jobs below their measured proportional speed,
+    None if it would not (or nothing was measured).
+
+    The allocators give a job a shape only where its profile promises at least the
+    throughput at the proportional share; that promise is kept in the profile's own
+    numbers. Where the closed loop measured this user's jobs of the key running at exactly
+    their proportional share (progress files: samples/s), a profile that puts the proportional
+    share below that measured speed promises less than the job already had, and every
+    shape it picks may then be slower than proportional: refused."""
+    at_fair = [r for r in rows if r.get("user") == user and r.get("throughput")
+               and r["granted_cpus"] == r["fair_cpus"]
+               and abs(r["granted_mem_gb"] - r["fair_mem_gb"]) < 1e-6]
+    if not at_fair:
+        return None
+    speeds = sorted(float(r["throughput"]) for r in at_fair)
+    measured = speeds[len(speeds) // 2]
+    r = at_fair[0]
+    claimed = prof.at(r["fair_cpus"], r["fair_mem_gb"])
+    if claimed >= measured * (1 - PROPORTIONAL_TOLERANCE):
+        return None
+    return (f"refused: the profile says {claimed:.3g} samples/s at the proportional share "
+            f"({r['fair_cpus']} cores, {r['fair_mem_gb']:g} GB per GPU), where {len(speeds)} "
+            f"of the user's jobs were measured at {measured:.3g}: its shapes could run them "
+            "below their proportional speed")

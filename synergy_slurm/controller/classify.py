@@ -12,23 +12,16 @@ update shapes them all).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..config import Config
 from ..core import JobSpec, Profile, pick_profile
+from ..decide import JobFacts, opted_in_to_requeue, what_synergy_changes
 from ..slurm.model import SlurmJob
-from ..vocabulary import (
-    KEY_RE,
-    OPT_OUT_TOKEN,
-    REQUEUE_OK_TOKEN,
-    comment_profile_key,
-    has_token,
-    not_reshaped,
-)
+from ..vocabulary import KEY_RE, comment_profile_key
+from ..vocabulary import dataset_gb as comment_dataset_gb
 
-DATASET_GB = re.compile(r"(?:^|\s)synergy:dataset-gb=(\d+(?:\.\d+)?)(?:\s|$)")
 # A job with no time limit: assume a week left (only SRTF/FTF ordering uses it).
 UNKNOWN_REMAINING_S = 7 * 24 * 3600.0
 
@@ -48,31 +41,27 @@ def profile_key(job: SlurmJob) -> str | None:
 
 def dataset_gb(job: SlurmJob) -> float | None:
     """The dataset size synergy-sbatch --dataset-size recorded (GB), if any and sane."""
-    m = DATASET_GB.search(job.comment)
-    if not m:
-        return None
-    value = float(m.group(1))
-    return value if 0 < value < 1e7 else None
+    return comment_dataset_gb(job.comment)
 
 
 def requeue_ok(job: SlurmJob) -> bool:
-    """The user said the job checkpoints (synergy-sbatch --requeue-ok) and Slurm allows it."""
-    return job.requeue and job.batch and has_token(job.comment, REQUEUE_OK_TOKEN)
+    """The user said the job checkpoints (synergy-sbatch --requeue-ok) and Slurm allows it
+    (``decide.opted_in_to_requeue``, the rule whatif's replay applies too)."""
+    return opted_in_to_requeue(job.comment, job.requeue, job.batch)
 
 
 def classify(job: SlurmJob, cfg: Config, optout_users: frozenset[str]) -> Verdict:
-    if not job.has_gpus:
-        return Verdict(False, "no GPUs")
-    partition = job.home_partition
-    if partition not in cfg.hook.partitions:
-        return Verdict(False, f"partition {partition or '?'} not managed")
-    if job.user in optout_users:
-        return Verdict(False, "user opted out")
-    if has_token(job.comment, OPT_OUT_TOKEN):
-        return Verdict(False, "job opted out")
-    refused = not_reshaped(job.gpu_request)
-    if refused:
-        return Verdict(False, refused)
+    """Whether synergy manages the job: the one rule the hook and whatif share
+    (``decide.what_synergy_changes``); its profile does not matter here (an unknown one is
+    managed too: released with the shape it has)."""
+    d = what_synergy_changes(JobFacts(
+        job.gpus if job.has_gpus else 0, job.gpu_request,
+        managed_partition=job.home_partition in cfg.hook.partitions,
+        user_opted_out=job.user in optout_users, comment=job.comment))
+    if d.reason == "partition not managed":
+        return Verdict(False, f"partition {job.home_partition or '?'} not managed")
+    if not d.managed:
+        return Verdict(False, d.reason.removeprefix("not reshaped: "))
     return Verdict(True, "managed")
 
 

@@ -18,6 +18,7 @@ gone.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -39,12 +40,16 @@ from ..core import (
     pick_profile,
     usable_profiles,
 )
-from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, type_order
+from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools
 from ..core.usage import capped_limit
+from ..decide import by_pool
+from ..errors import SynergyError
 from ..hook.export import build_table, table_path
-from ..hook.table import TableError
+from ..hook.install import installed_table_dir, join_line
+from ..hook.table import TableError, stale_temporaries
 from ..profiles import load_profiles
 from ..profiles.resolve import trusted, with_owners
+from ..slurm.access import Access, read_access
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.limits import SiteLimits
 from ..slurm.model import SlurmJob, Snapshot
@@ -79,11 +84,13 @@ from .classify import (
 from .failsafe import release_held
 from .heartbeat import Heartbeat
 from .limits import Usage, held, job_limits
+from .lowered import LoweredWatch
 from .metrics import Metrics
 from .observe import pools
 from .outcome import Outcome, Result
 from .requeue import requeue_actions, running_jobs, shrink_actions
 from .state import StateStore
+from .tagwatch import TagWatch
 from .usage import (
     Watched,
     cap_text,
@@ -96,6 +103,7 @@ from .usage import (
     suspect_caps,
     verdicts,
 )
+from .views import view_dir, write_views
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,6 +114,10 @@ LIMITS_MAX_AGE_S = 300.0
 
 class RoundFailed(RuntimeError):
     pass
+
+
+class TableElsewhere(SynergyError):
+    """The installed hook reads its table where the controller does not write it."""
 
 
 @dataclass
@@ -169,7 +181,17 @@ class Controller:
         self.clock = clock
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
+        self.metrics.config(self.mode, c.interval_s, cfg.hook.max_age_s)
+        self.metrics.watch_table(table_path(cfg.hook), clock)
         self.last_error: str | None = None   # why the last round failed, for --once
+        self.failures = 0                     # rounds failed in a row (backoff, metrics)
+        self.lowered = LoweredWatch()
+        # Since when this controller has kept the hook table fresh (None: it has not, or a
+        # round failed since), and the new jobs that arrive without the hook's tag.
+        self._fresh_since: float | None = None
+        self.tags = TagWatch()
+        # Held jobs a round decided to start: when the first release was sent (metrics).
+        self._releasing: dict[int, float] = {}
         self._profiles: dict[str, Profile] = {}
         self._profiles_stamp: tuple[object, ...] | None = None
         self._owners: dict[str, str] = {}
@@ -180,6 +202,10 @@ class Controller:
         self._shrink_refused: set[int] = set()
         # When the site's limits were read, and what they were (see _site_limits).
         self._site: tuple[float, SiteLimits | None] | None = None
+        # Who may see every job (PrivateData, admins), and when it was read: the views.
+        self.read_access: Callable[[], Access] = lambda: read_access(self.cli)
+        self._access: tuple[float, Access] | None = None
+        self._views_warned = False
 
     def capabilities(self) -> Capabilities:
         """What this Slurm allows, worked out at the first round that can read it (logged
@@ -202,6 +228,7 @@ class Controller:
         (SIGHUP)."""
         self._caps = None
         self._site = None
+        self._access = None
         self._shrink_refused.clear()
 
     # -- inputs ---------------------------------------------------------------------------
@@ -243,6 +270,8 @@ class Controller:
 
     def _round(self) -> RoundResult:
         ctx = self._observe()
+        self._note_held(ctx)
+        self._side_step("lowered", None, self._ignored_lowerings, ctx)
         self._classify(ctx)
         ctx.stale = self._side_step("usage", frozenset(), self._watch_usage, ctx)
         if self.cfg.controller.write_hook_table and self.mode == "enforce":
@@ -250,12 +279,17 @@ class Controller:
             # The table is the hook's heartbeat: only an enforcing controller, which will
             # shape and release what the hook holds, may keep it fresh.
             self._side_step("hook-table", None, self._write_hook_table, ctx)
+            self._side_step("hook-tags", None, self._watch_tags, ctx)
         ctx.events = self._side_step("profiling", [], self._profile_unknown, ctx)
         if any(e.what == "stored" for e in ctx.events):
             ctx.profiles = self.profiles()
         self._plan(ctx)
         self._act(ctx)
-        return self._record(ctx)
+        result = self._record(ctx)
+        if self.mode == "enforce":
+            self._side_step("tags", None, self._clear_stale_tags, ctx)
+        self._side_step("views", None, self._write_views, ctx)
+        return result
 
     def _side_step(self, name: str, failed: T, step: Callable[[RoundContext], T],
                    ctx: RoundContext) -> T:
@@ -267,6 +301,18 @@ class Controller:
             self.metrics.errors.labels(name).inc()
             log.exception("%s failed this round", name)
             return failed
+
+    def _note_held(self, ctx: RoundContext) -> None:
+        """How many jobs the hook holds and how long the oldest has waited (an alert fires
+        when one waits past two rounds: nothing is releasing them)."""
+        held = [j for j in ctx.snap.jobs if j.held_by_synergy]
+        self.metrics.held.set(len(held))
+        self.metrics.held_oldest.set(max((ctx.now - j.submit_time for j in held
+                                          if j.submit_time), default=0.0))
+        ids = {j.job_id for j in held}
+        self._releasing = {k: t for k, t in self._releasing.items() if k in ids}
+        self.metrics.held_released.set(max((ctx.now - t for t in self._releasing.values()),
+                                           default=0.0))
 
     # -- observe, classify ------------------------------------------------------------------
     def _observe(self) -> RoundContext:
@@ -315,11 +361,7 @@ class Controller:
         """Plan every managed partition's pool, by GPU type (``core.plan_pools``: each into
         its nodes less what earlier pools took, the requeue budget shared). Returns the
         merged plan and the actions."""
-        groups: list[tuple[Pool, str | None, list[SlurmJob]]] = []
-        for pool in found:
-            in_pool = [j for j in managed if j.home_partition == pool.partition]
-            for gpu_type in type_order(j.gpu_type for j in in_pool):
-                groups.append((pool, gpu_type, [j for j in in_pool if j.gpu_type == gpu_type]))
+        groups = by_pool(found, managed, lambda j: (j.home_partition, j.gpu_type))
         caps = self._limits(groups, snap, can_lower, now)
         suspect = suspect_caps(self.state)
         # A refused job is remembered while it runs only.
@@ -331,11 +373,13 @@ class Controller:
                           if j.array_job_id is not None and not j.pending)
         inputs: list[PoolJobs] = []
         jobs_of: list[list[SlurmJob]] = []
+        specs_of: dict[int, JobSpec] = {}
         for pool, gpu_type, mine in groups:
             fair = pool.of_type(gpu_type).fair
             types = pool.types(gpu_type)
             specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
                      for j in mine}
+            specs_of.update(specs)
             running = [j for j in mine if j.running]
             pool_gpus = sum(sv.capacity.gpus for sv in pool.of_type(gpu_type).servers)
             inputs.append(PoolJobs(
@@ -354,7 +398,9 @@ class Controller:
             running_by_id = {j.job_id: j for j in mine if j.running}
             pending = [j for j in mine if runnable(j, can_lower)]
             actions += shrink_actions(pp.round.shrinks, running_by_id, fair)
-            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower)
+            unknown = frozenset(j.job_id for j in pending
+                                if specs_of[j.job_id].profile is None)
+            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower, unknown)
             if not can_lower:
                 actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
                                    f"waits on {j.reason} with the shape synergy gave it; "
@@ -437,7 +483,9 @@ class Controller:
         for slot, why in found.items():
             if slot not in self._stale_seen:
                 self._stale_seen.add(slot)
-                again = ("profiled again" if self.cfg.profiling.auto else
+                again = ("site-wide: an admin re-profiles it (synergy profile run) or "
+                         "imports a new one" if not self._owners.get(slot)
+                         else "profiled again" if self.cfg.profiling.auto else
                          "set [profiling] auto to profile it again")
                 log.warning("profile %s looks stale: %s; %s", slot, why, again)
                 self.audit.write(rid, self.mode, {
@@ -489,7 +537,7 @@ class Controller:
             return pool.types(job.gpu_type) if pool else frozenset({job.gpu_type or ""})
 
         events = self.autoprofiler.round(ctx.snap, ctx.managed, ctx.profiles, types_of, ctx.now,
-                                         ctx.stale)
+                                         ctx.stale, self._owners)
         for e in events:
             if e.what == "stored":
                 self.state.forget_usage(e.key)      # measured against the old profile
@@ -533,6 +581,43 @@ class Controller:
             return
         if not self.heartbeat.publish(table):
             self.metrics.errors.labels("hook-table").inc()
+            self._fresh_since = None
+        elif self._fresh_since is None:
+            self._fresh_since = now
+
+    def _watch_tags(self, ctx: RoundContext) -> None:
+        """Say so (log, status, metric) when new GPU jobs arrive without the hook's tag
+        while the table is fresh (:mod:`.tagwatch`), and when they carry it again."""
+        was = self.tags.blind
+        untagged = self.tags.round(ctx.managed, self._fresh_since)
+        self.metrics.untagged.set(len(untagged))
+        if self.tags.blind and not was:
+            reads = installed_table_dir(Path(self.cfg.hook.dir))
+            where = (f"the installed hook reads {reads}" if reads is not None else
+                     f"no job_submit.lua in {self.cfg.hook.dir} joins synergy's rules")
+            text = (f"{len(untagged)} new GPU jobs in managed partitions (last: "
+                    f"{untagged[-1]}) arrived without the hook's tag while the table in "
+                    f"{self.heartbeat.path.parent} was fresh: the hook sees no table "
+                    f"({where}; is JobSubmitPlugins=lua set?), so jobs run as submitted")
+            log.warning("%s", text)
+            self.state.set_notice("hook-tags", text, ctx.now)
+        elif was and not self.tags.blind:
+            log.info("new GPU jobs carry the hook's tag again")
+            self.state.set_notice("hook-tags", None)
+
+    def _ignored_lowerings(self, ctx: RoundContext) -> None:
+        """Jobs lowered and read back as done that started with their old cores
+        (:mod:`.lowered`): recorded as ignored, in the state and the audit log."""
+        for ig in self.lowered.check(ctx.snap.jobs):
+            self.metrics.errors.labels(Result.IGNORED.label).inc()
+            log.warning("%s", ig.why)
+            d = {"job_id": ig.job.job_id, "action": "lower-ignored", "before": None,
+                 "after": {"cpus_per_gpu": ig.asked.cpus_per_gpu,
+                           "mem_per_gpu_mb": ig.asked.mem_per_gpu_mb},
+                 "reason": ig.why}
+            outcome = str(Outcome(Result.IGNORED, f"runs with {ig.held_cpus} cores"))
+            self.state.record_action(ctx.rid, d, ig.job.user, outcome)
+            self.audit.write(ctx.rid, self.mode, d, ig.job.user, outcome)
 
     # -- act --------------------------------------------------------------------------------
     def _act(self, ctx: RoundContext) -> None:
@@ -543,11 +628,15 @@ class Controller:
             elif self.mode != "enforce":
                 outcome = Outcome(Result.PLANNED)
             else:
+                if a.kind in (RELEASE, SHAPE_RELEASE):
+                    self._releasing.setdefault(a.job_id, ctx.now)
                 outcome = self._apply(a, jobs[a.job_id])
                 if not outcome.ok:
                     ctx.errors += 1
                     self.metrics.errors.labels(outcome.result.label).inc()
             ctx.results[a.job_id] = outcome
+            if outcome.result is Result.DONE and a.kind in (SHAPE_RELEASE, LOWER):
+                self.lowered.note(a.job_id, a.before, a.after)
             self.metrics.actions.labels(a.kind, outcome.result.label).inc()
             d = a.as_dict()
             self.state.record_action(ctx.rid, d, a.user, str(outcome))
@@ -559,14 +648,14 @@ class Controller:
             return Outcome(Result.ERROR, f"a {a.kind} action without a shape")
         try:
             if a.kind == RELEASE or after is None:
-                self.writer.release(job.job_id)
+                self.writer.release_own(job)
             elif a.kind == SHAPE_RELEASE:
                 try:
                     self.writer.reshape_pending(job, after)
                 finally:
                     # Never leave a job held because shaping it failed: it then runs as
                     # submitted (GPU-proportional defaults).
-                    self.writer.release(job.job_id)
+                    self.writer.release_own(job)
             elif a.kind in (RAISE, LOWER):
                 self.writer.reshape_pending(job, after)
             elif a.kind == REQUEUE:
@@ -631,11 +720,47 @@ class Controller:
         return RoundResult(ctx.rid, ctx.actions, ctx.results, ctx.errors, duration,
                            len(ctx.managed), ctx.skipped, ctx.events)
 
+    def _clear_stale_tags(self, ctx: RoundContext) -> None:
+        """A job tagged as held by synergy that is no longer held (its user released the
+        hook's hold early, or an admin released theirs) loses the tag, so that a later
+        hold by its user is never taken for synergy's (docs/controller.md, Holds)."""
+        for job in ctx.snap.jobs:
+            if job.tags.get("held") == "1" and not (job.pending and job.priority == 0):
+                log.info("job %d: released by someone else; clearing synergy's held tag",
+                         job.job_id)
+                self.writer.clear_held_tag(job)
+
+    def _write_views(self, ctx: RoundContext) -> None:
+        """What each user may read of this round (``views.py``), by Slurm's rule read at
+        most once per ``LIMITS_MAX_AGE_S`` (while it cannot be read: jobs private)."""
+        if self.state.path == Path(":memory:"):
+            return
+        if self._access is None or ctx.now - self._access[0] >= LIMITS_MAX_AGE_S:
+            try:
+                self._access = (ctx.now, self.read_access())
+            except SlurmError as exc:
+                log.warning("cannot read PrivateData and admins (%s): views kept private",
+                            exc)
+                self._access = (ctx.now, Access())
+        missed = write_views(self.state, view_dir(self.state.path), self._access[1])
+        if missed and not self._views_warned:
+            self._views_warned = True
+            log.warning("no status view written for %s (only root can give a user their "
+                        "own; see docs/controller.md)", ", ".join(missed[:5]))
+
     # -- the loop -------------------------------------------------------------------------
     def run(self, stop: threading.Event, once: bool = False,
             on_round: Callable[[RoundResult], None] | None = None) -> int:
+        problem = self.table_place_problem()
+        if problem and self.mode == "enforce" and self.cfg.controller.write_hook_table:
+            # Enforcing with a table the hook never reads shapes nothing at submission and
+            # holds nothing, without a word: refused at start, in one line.
+            raise TableElsewhere(problem)
+        if problem:
+            log.warning("%s", problem)
         daemon = not once and self.mode == "enforce"
         if daemon:
+            self.clean_temporaries()
             self.heartbeat.start()
         try:
             return self._loop(stop, once, on_round)
@@ -649,24 +774,29 @@ class Controller:
               on_round: Callable[[RoundResult], None] | None) -> int:
         interval = self.cfg.controller.interval_s
         wait = interval
-        failures = 0
         while not stop.is_set():
             try:
                 res = self.run_round()
-                failures = 0
+                self.failures = 0
                 wait = interval
+                self.metrics.failing.set(0)
+                self.metrics.last_ok.set(self.clock())
                 if on_round is not None:
                     on_round(res)
             except Exception as exc:  # one bad round must not end the daemon
-                failures += 1
-                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** failures)
+                self.failures += 1
+                wait = min(self.cfg.controller.max_backoff_s, interval * 2 ** self.failures)
                 self.last_error = str(exc) or type(exc).__name__
+                self.metrics.failing.set(self.failures)
+                self._fresh_since = None        # the heartbeat stops: the table goes stale
                 if not isinstance(exc, RoundFailed):
+                    # A failed read counted itself (_observe); a crash is a failed round too.
+                    self.metrics.rounds.labels("failed").inc()
                     self.metrics.errors.labels("internal").inc()
                 if once:     # a failed round: exit 1 (2 is for bad input), no retry
-                    if isinstance(exc, RoundFailed):
-                        log.error("round failed: %s", exc)
-                    else:
+                    # A failed read is the caller's to report (last_error), once: logged
+                    # here too, the user read the same error twice.
+                    if not isinstance(exc, RoundFailed):
                         log.exception("round crashed")
                     return 1
                 if isinstance(exc, RoundFailed):
@@ -677,6 +807,30 @@ class Controller:
                 break
             stop.wait(wait)
         return 0
+
+    def table_place_problem(self) -> str | None:
+        """One line when the hook installed in ``[hook] dir`` (its job_submit.lua's
+        chain() line) reads its table somewhere other than where this controller writes
+        it; None when they agree or no installed hook says where it reads."""
+        hook = self.cfg.hook
+        reads = installed_table_dir(Path(hook.dir))
+        writes = self.heartbeat.path.parent
+        if reads is None or os.path.realpath(reads) == os.path.realpath(writes):
+            return None
+        return (f"the hook ({Path(hook.dir) / 'job_submit.lua'}) reads its table in {reads} "
+                f"but the controller writes it in {writes} ([hook] state_dir): make the "
+                f"line {join_line(Path(hook.dir), writes)} or set [hook] state_dir = "
+                f"\"{reads}\"")
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove the table's temporaries a controller killed mid-write left in the state
+        directory (:func:`hook.table.stale_temporaries`; file times are wall-clock)."""
+        removed = stale_temporaries(self.heartbeat.path.parent, time.time())
+        if removed:
+            log.info("removed %d stale temporaries of the hook table in %s: %s",
+                     len(removed), self.heartbeat.path.parent,
+                     ", ".join(p.name for p in removed))
+        return removed
 
     def release_held(self) -> list[int]:
         """Release every job the hook held (on shutdown: nobody will shape them now)."""

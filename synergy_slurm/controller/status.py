@@ -1,8 +1,8 @@
 """What ``synergy status`` (and the demo) show of the controller's state: the last round,
 the managed jobs, and for one job why it has the cores and memory it has.
 
-Only reads the state store; opened read-only by the command, so any user who may read
-the file can run it.
+Only reads: the state store (opened read-only) where the reader may read it, else the
+view of it the controller wrote for that user (``controller/views.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,26 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from ..core import PerGpu
-from .state import StateStore
 from .usage import cap_text
+
+
+class StatusSource(Protocol):
+    """What status shows is asked of: the state store, or a user's view of it."""
+
+    def last_round(self) -> dict[str, Any] | None: ...
+
+    def jobs(self) -> list[dict[str, Any]]: ...
+
+    def actions_for(self, job_id: int, limit: int = 5) -> list[dict[str, Any]]: ...
+
+    def profiling(self) -> dict[str, dict[str, Any]]: ...
+
+    def suspects(self, key: str | None = None) -> list[dict[str, Any]]: ...
+
+    def notices(self) -> list[dict[str, Any]]: ...
 
 
 def round_line(last: dict[str, Any] | None, now: float) -> str:
@@ -57,12 +72,13 @@ def table_lines(jobs: list[dict[str, Any]], pending_first: bool = False) -> list
     return out
 
 
-def status_lines(store: StateStore, pending_first: bool = False, user: str | None = None,
+def status_lines(store: StatusSource, pending_first: bool = False, user: str | None = None,
                  now: float | None = None) -> list[str]:
     """The whole status: the last round, the managed jobs, the profiling jobs, and the
     keys the closed loop marked suspect."""
     now = time.time() if now is None else now
     out = [round_line(store.last_round(), now)]
+    out += [f"warning: {n['text']}" for n in store.notices()]
     out += table_lines(select(store.jobs(), user=user), pending_first)
     profiling = {k: r for k, r in store.profiling().items() if user is None or r["user"] == user}
     if profiling:
@@ -75,7 +91,7 @@ def status_lines(store: StateStore, pending_first: bool = False, user: str | Non
     return out
 
 
-def suspect_lines(store: StateStore, user: str | None = None, key: str | None = None
+def suspect_lines(store: StatusSource, user: str | None = None, key: str | None = None
                   ) -> list[str]:
     """The marks of the closed loop (controller/usage.py), with their evidence."""
     return mark_lines([s for s in store.suspects(key) if user is None or s["user"] == user])
@@ -94,7 +110,7 @@ def mark_lines(marks: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def explain_job(store: StateStore, job_id: int, now: float | None = None) -> list[str]:
+def explain_job(store: StatusSource, job_id: int, now: float | None = None) -> list[str]:
     """Why one job has the cores and memory it has: its profile, the share planned for it
     and the speedup expected there, what it waits for, and what the controller did."""
     now = time.time() if now is None else now

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..core import PerGpu, Profile
 from ..core.usage import UNLIMITED, KeyVerdict, UsageRule, UsageSample, judge
 from ..slurm.model import SlurmJob
 from ..slurm.sstat import JobUse
+from ..userfiles import read_user_tail, user_uid
 from ..vocabulary import MB_PER_GB
 from .actions import current_shape
 from .state import StateStore
@@ -69,13 +69,18 @@ def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float,
             progress_dir: str = "") -> list[dict[str, Any]]:
     """State rows (``StateStore.note_usage``) for the jobs sstat reported."""
     rows = []
+    uids: dict[str, int | None] = {}
     for w in watched:
         u = used.get(w.job.job_id)
         if u is None or not w.job.start_time or w.job.gpus < 1:
             continue
         elapsed = max(1.0, now - w.job.start_time)
         shape = current_shape(w.job, w.fair)
-        tput = read_progress(progress_dir, w.job.job_id) if progress_dir else None
+        if progress_dir and w.job.user not in uids:
+            uids[w.job.user] = user_uid(w.job.user)
+        uid = uids.get(w.job.user)
+        tput = read_progress(progress_dir, w.job.job_id, uid) \
+            if progress_dir and uid is not None else None
         prof = w.profile if w.profile is not None and w.profile.task == "measured" else None
         predicted = (prof.at(shape.cpus_per_gpu, shape.mem_per_gpu_mb / MB_PER_GB)
                      if prof is not None and tput is not None else None)
@@ -97,26 +102,25 @@ PROGRESS_WINDOW_S = 120.0
 MIN_PROGRESS_LINES = 5
 
 
-def read_progress(directory: str, job_id: int) -> float | None:
+def read_progress(directory: str, job_id: int, uid: int) -> float | None:
     """A job's recent throughput (samples/s) from ``<directory>/<job id>.progress``: the
     samples of its last steps (up to two minutes, after its last restart) over their
-    time. None without enough progress. The file is the job's own: read as untrusted (no
-    symlink followed, its end only, any malformed line ignored)."""
+    time. None without enough progress. The directory is everyone's (mode 1777) and job
+    ids are predictable, so the file counts only if it is the job's own: a regular file
+    owned by ``uid`` (the job's user), opened without following a link or blocking, its
+    end only, any malformed line ignored. Another user's file (planted first, to mark
+    the job's profile stale) is not read."""
     path = Path(directory) / f"{int(job_id)}.progress"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        raw, cut = read_user_tail(path, uid, PROGRESS_TAIL_BYTES)
+    except FileNotFoundError:
         return None
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - PROGRESS_TAIL_BYTES), os.SEEK_SET)
-        tail = os.read(fd, PROGRESS_TAIL_BYTES).decode("ascii", "replace")
-    except OSError:
+    except OSError as exc:
+        log.debug("progress of job %d not read: %s", job_id, exc)
         return None
-    finally:
-        os.close(fd)
+    tail = raw.decode("ascii", "replace")
     lines = tail.splitlines()
-    if size > PROGRESS_TAIL_BYTES:
+    if cut:
         lines = lines[1:]          # the first may be cut
     steps: list[tuple[float, float]] = []
     for line in lines:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from .ledger import spread
 from .resources import MEM_EPS, ClusterState, PerGpu, Resources
@@ -33,6 +33,11 @@ from .resources import MEM_EPS, ClusterState, PerGpu, Resources
 # (how far ahead reservations are made; a job that cannot start within it does not block).
 BF_MAX_JOB_TEST = 500
 BF_WINDOW_S = 24 * 3600.0
+# bf_resolution: the backfill scheduler keeps when jobs begin and end in slots of this many
+# seconds (a job's end rounded up to a slot), and a job may not run into the slot a
+# reservation begins in: one that would end just as a bigger job's reservation begins
+# waits (Slurm's backfill.c, _set_slot_time and its "begin_time <= end_time" test).
+BF_RESOLUTION_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,15 @@ class Start:
     placement: tuple[tuple[str, int], ...]
 
 
+def _slot(t: float) -> float:
+    return math.floor(t / BF_RESOLUTION_S) * BF_RESOLUTION_S
+
+
+def _slot_end(t: float, d: float) -> float:
+    """The slot a job from ``t`` for ``d`` seconds ends in (Slurm's _set_slot_time)."""
+    return _slot(t + d + BF_RESOLUTION_S - 1)
+
+
 class _Timeline:
     """Free resources per server now, when running jobs give theirs back, and the
     reservations made so far."""
@@ -95,8 +109,11 @@ class _Timeline:
         return [g, c, m]
 
     def room(self, i: int, share: PerGpu, t: float, d: float) -> int:
-        """How many GPUs at ``share`` fit on server ``i`` from ``t`` for ``d`` seconds."""
-        checks = [t] + [t0 for t0, _, _, _, _ in self.reserved[i] if t < t0 < t + d]
+        """How many GPUs at ``share`` fit on server ``i`` from ``t`` for ``d`` seconds
+        (to the end of the ``BF_RESOLUTION_S`` slot it ends in, as Slurm plans it)."""
+        end = _slot_end(t, d)
+        checks = [t] + [t0 for t0, _, _, _, _ in self.reserved[i]
+                        if t < t0 and _slot(t0) <= end]
         best = self.cap_gpus[i]
         for when in checks:
             g, c, m = self.free_at(i, when)
@@ -149,21 +166,30 @@ class _Timeline:
 
 
 def main_pass(queue: Iterable[Waiting], cluster: ClusterState, now: float,
-              partitions: Collection[str] = ()) -> list[Start]:
+              partitions: Mapping[str, Collection[str]] | Collection[str] = ()
+              ) -> list[Start]:
     """The main scheduler: ``queue`` in priority order; what fits now starts, and a
     partition stops at its first job that does not (once every one of ``partitions`` has,
-    the rest of the queue is not read)."""
+    the rest of the queue is not read). Where ``partitions`` maps each partition to its
+    nodes, a partition that stops also takes its nodes from every later job, whatever its
+    partition (Slurm: "do not schedule more jobs in this partition or on nodes in this
+    partition"): on a site whose partitions share nodes, a job waiting in one holds back
+    the others' jobs there until the backfill pass."""
     line = _Timeline(cluster, (), now)
+    nodes_of = partitions if isinstance(partitions, Mapping) else {}
     blocked: set[str] = set()
+    closed: set[str] = set()
     out: list[Start] = []
     for job in queue:
         if job.partition in blocked:
             continue
         if partitions and blocked >= set(partitions):
             break
-        where = line.place(job, now)
+        open_job = replace(job, servers=job.servers - closed) if closed else job
+        where = line.place(open_job, now)
         if where is None:
             blocked.add(job.partition)
+            closed |= set(nodes_of.get(job.partition, ()))
             continue
         line.start(job, where)
         out.append(Start(job.id, line.named(where)))

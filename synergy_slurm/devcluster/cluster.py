@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import SynergyError
+from ..hook import install
+from ..owndir import own_dir
 from ..shipped import HOOK_LUA, HOOK_MODULE, shipped_file
 from ..site import SiteError, site_from_dict
 from ..slurm.commands import SlurmCLI
@@ -155,10 +157,18 @@ def _slurm_for(spec: DevClusterSpec, install: bool, cache: Path, mirror: str
 
 def _fresh_state_dir(spec: DevClusterSpec, slurm: SlurmInstall) -> None:
     """An empty state directory with the configuration, the command wrappers and the
-    release it runs (what ``down`` and a later ``up`` read)."""
-    if spec.state_dir.exists() and any(spec.state_dir.iterdir()):
+    release it runs (what ``down`` and a later ``up`` read). The directory is made here,
+    or is one the caller owns that no one else may write to (``owndir``): the cluster's
+    files are written as root, and a directory another user made first (or a link) would
+    let them choose where. An old one is emptied only where it holds a dev cluster."""
+    own_dir(spec.state_dir, 0o755)
+    if any(spec.state_dir.iterdir()):
+        if not (spec.etc / "slurm.conf").exists():
+            raise DevClusterError(f"{spec.state_dir} is not empty and does not look like a "
+                                  "dev cluster; not removing it")
         _stop_processes(spec)   # leftovers of a cluster that died: ours by pid file only
         shutil.rmtree(spec.state_dir)
+        own_dir(spec.state_dir, 0o755)
     for sub in ("etc", "spool/ctld", "run", "log", "munge"):
         (spec.state_dir / sub).mkdir(parents=True, exist_ok=True)
     spec.state_dir.chmod(0o755)
@@ -262,15 +272,17 @@ def write_all_config(spec: DevClusterSpec) -> list[Path]:
 
 
 def _install_hook(spec: DevClusterSpec) -> Path:
-    """Copy the project's job_submit.lua and synergy.lua beside slurm.conf (where
-    job_submit/lua looks); the module first, so the script never runs without it."""
+    """Install the hook beside slurm.conf (where job_submit/lua looks) as `synergy hook
+    install --write` does, with the same joining line: the table in the cluster's etc, where
+    its controller config ([hook] state_dir) has the controller write it. (A bare chain()
+    here, the table beside the module, once differed from a site's without a word.)"""
     for rel in (HOOK_MODULE, HOOK_LUA):
-        src = shipped_file(rel)
-        if not src.exists():
-            raise DevClusterError(f"--hook: {src} not found")
-        dst = spec.etc / Path(rel).name
-        shutil.copyfile(src, dst)
-    return dst
+        if not shipped_file(rel).exists():
+            raise DevClusterError(f"--hook: {shipped_file(rel)} not found")
+    steps = install.plan(spec.etc, spec.etc, shipped_file(HOOK_LUA),
+                         shipped_file(HOOK_MODULE), force=True)
+    install.apply(steps, time.strftime("%Y%m%d-%H%M%S"))
+    return spec.etc / install.SCRIPT
 
 
 def _start_munge(spec: DevClusterSpec, slurm: SlurmInstall, binds: list[str]) -> None:
@@ -353,15 +365,17 @@ def _our_pid(path: Path, spec: DevClusterSpec) -> int | None:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return None
-    marker = str(spec.state_dir)
-    if marker in cmd:
+    # Ours only if its command line names our state directory (slurmctld and slurmd get
+    # -f <conf>, munged and mariadbd their files there) or, for slurmdbd (started with no
+    # arguments), its environment names our slurm.conf. A pid file alone proves nothing:
+    # whoever could write it could name the site's real slurmctld.
+    if str(spec.state_dir) + "/" in cmd:
         return pid
-    # slurmctld/slurmd started with -f <conf> carry the path; a daemon that re-executed may
-    # not, so also accept the daemon's binary name for a pid file inside our directory.
-    if any(b in cmd for b in ("slurmctld", "slurmd", "munged", "mariadbd")) \
-            and path.is_relative_to(marker):
-        return pid
-    return None
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return pid if f"SLURM_CONF={spec.conf_path}".encode() in environ else None
 
 
 def existing_spec(state_dir: Path) -> DevClusterSpec:

@@ -119,7 +119,8 @@ def local_spec(state_dir: Path, nodes: int = 4, port: int = DEFAULT_PORT,
     host = socket.gethostname().split(".")[0] or "localhost"
     if site is not None:
         nodes = len(site.nodes)
-    return DevClusterSpec(state_dir.resolve(), nodes=nodes, ctld_port=port,
+    # Absolute, links kept: up() refuses a link or another user's directory there.
+    return DevClusterSpec(Path(os.path.abspath(state_dir)), nodes=nodes, ctld_port=port,
                           node_port_base=port + 184, hostname=host, hook=hook, slurm=slurm,
                           binds=tuple(binds), accounting=accounting, site=site,
                           enforce_memory=enforce_memory)

@@ -27,7 +27,10 @@ def controller_dict(spec: DevClusterSpec, profiles_path: Path, work: Path) -> di
             "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
                            "interval_s": 2.0, "state_db": str(work / "state.db"),
                            "audit_log": str(work / "audit.jsonl"), "restart_cost_s": 15.0,
-                           "requeue_budget": 2, "requeue_min_interval_s": 60.0}}
+                           "requeue_budget": 2, "requeue_min_interval_s": 60.0,
+                           # Several dev clusters' controllers share one machine (test
+                           # slots, demo phases): no default port for them to contend for.
+                           "metrics_port": 0}}
 
 
 def controller_toml(spec: DevClusterSpec, profiles_path: Path, work: Path, what: str) -> str:

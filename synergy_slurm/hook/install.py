@@ -30,13 +30,49 @@ def join_line(conf_dir: Path, state_dir: Path) -> str:
     return f'dofile("{conf_dir / MODULE}").chain("{state_dir}")'
 
 
+def check_dir(path: Path, what: str) -> None:
+    """A directory that may be written into Lua source slurmctld runs: absolute (slurmctld
+    does not run where the admin typed the command) and letters, digits, . _ - / only."""
+    if not _SAFE_DIR.fullmatch(str(path)):
+        raise ValueError(f"{what} {str(path)!r}: must be an absolute path of letters, digits "
+                         "and . _ - / only (it is written into job_submit.lua)")
+
+
+# The line that joins synergy's rules: dofile(<module>).chain(<state dir or nothing>), the
+# module named by a string or, in the shipped script, by `here .. "/synergy.lua"`.
+_CHAIN = re.compile(r'dofile\(\s*(?:"(?P<module>[^"]*)"|here\s*\.\.\s*"/synergy\.lua")\s*\)'
+                    r'\s*\.chain\(\s*(?:"(?P<state>[^"]*)")?\s*\)')
+
+
+def table_dir(script: str, script_dir: Path) -> Path | None:
+    """Where the hook that ``script`` (a job_submit.lua in ``script_dir``) runs reads its
+    table: the state directory its chain() line names, else the module's directory (a
+    bare chain()). None when no line joins synergy's rules (a Lua comment does not)."""
+    for line in script.splitlines():
+        code = line.split("--", 1)[0]
+        m = _CHAIN.search(code)
+        if m is None:
+            continue
+        if m.group("state"):
+            return Path(m.group("state"))
+        module = m.group("module")
+        return Path(module).parent if module else script_dir
+    return None
+
+
+def installed_table_dir(conf_dir: Path) -> Path | None:
+    """Where the hook installed beside slurm.conf in ``conf_dir`` reads its table (None:
+    no job_submit.lua there, unreadable, or not joined to synergy's rules)."""
+    try:
+        return table_dir((conf_dir / SCRIPT).read_text(errors="replace"), conf_dir)
+    except OSError:
+        return None
+
+
 def render_script(template: str, state_dir: Path) -> str:
     """The shipped stand-alone job_submit.lua, naming the state directory (the template's
-    bare ``chain()`` reads the table beside the module, as the dev cluster keeps it)."""
-    # The path lands inside Lua source that slurmctld runs: letters, digits, . _ - / only.
-    if not _SAFE_DIR.fullmatch(str(state_dir)):
-        raise ValueError(f"{str(state_dir)!r}: must be an absolute path of letters, digits "
-                         "and . _ - / only (it is written into job_submit.lua)")
+    bare ``chain()`` reads the table beside the module)."""
+    check_dir(state_dir, "state directory")
     if ".chain()" not in template:
         raise RuntimeError("the shipped job_submit.lua has no chain() call")
     return template.replace(".chain()", f'.chain("{state_dir}")', 1)
@@ -63,6 +99,7 @@ def plan(conf_dir: Path, state_dir: Path, script_src: Path, module_src: Path,
          force: bool) -> list[Step]:
     """What installing into ``conf_dir`` would do, the module first. The stand-alone
     script reads the hook table in ``state_dir``."""
+    check_dir(conf_dir, "--conf-dir")
     script = render_script(script_src.read_text(), state_dir)
     return [_module_step(conf_dir / MODULE, module_src.read_text(), force),
             _script_step(conf_dir, state_dir, script, force)]

@@ -7,15 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..decide import Change, JobFacts, what_synergy_changes
 from ..slurm.parse import gpu_count
-from ..vocabulary import (
-    OPT_OUT_TOKEN,
-    GpuRequest,
-    comment_profile_key,
-    has_token,
-    not_reshaped,
-    table_fresh,
-)
+from ..vocabulary import GpuRequest, comment_profile_key, table_fresh
 from .table import HookTable
 
 
@@ -75,22 +69,21 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
     if not table_fresh(table.generated_at, table.max_age_s, now):
         return HookDecision(False, "table stale")
     partition = sub.partition or table.default_partition
-    if partition not in table.partitions:
-        return HookDecision(False, "partition not managed")
-    if sub.uid in table.optout_uids:
-        return HookDecision(False, "user opted out")
-    if has_token(sub.comment, OPT_OUT_TOKEN):
-        return HookDecision(False, "job opted out")
-    refused = not_reshaped(GpuRequest(per_job, per_node, per_task, per_socket,
-                                      sub.min_nodes, sub.het, bool(sub.reservation),
-                                      sub.own_shape))
-    if refused:
-        return HookDecision(False, f"not reshaped: {refused}")
     key = comment_profile_key(sub.comment)
     prof = table.profiles.get(key) if key else None
+    d = what_synergy_changes(JobFacts(
+        per_job or per_node or per_task or per_socket or 0,
+        GpuRequest(per_job, per_node, per_task, per_socket, sub.min_nodes, sub.het,
+                   bool(sub.reservation), sub.own_shape),
+        managed_partition=partition in table.partitions,
+        user_opted_out=sub.uid in table.optout_uids, comment=sub.comment,
+        profile_known=prof is not None))
+    if d.change is Change.LEAVE:
+        return HookDecision(False, d.reason)
     if prof is None:
         return HookDecision(True, "managed; profile unknown" if key else "managed; no profile key",
                             hold=table.hold_unknown, profile_key=key)
+    assert key is not None
     on_node = min(per_node or per_job or per_task or per_socket or 1, table.node_gpus)
     cpus = min(prof[0], table.node_cpus // on_node)
     mem = min(prof[1], table.node_mem_mb // on_node)

@@ -13,6 +13,8 @@ import shlex
 from collections.abc import Sequence
 
 from ..errors import BadInputError
+from ..slurm.units import size_mb
+from ..vocabulary import NO_VAL
 from .rules import Submission
 
 
@@ -66,13 +68,34 @@ def _min_nodes(value: str | None) -> int:
     return max(1, int(m.group(1)))
 
 
+def _count(digits: str, what: str, value: str) -> None:
+    """A count Slurm can hold (a 32-bit number below its NO_VAL): sbatch refuses a larger
+    one, so the hook never sees it and explain must not say it "manages" the job."""
+    if int(digits) >= NO_VAL:
+        raise SbatchArgError(f"{what}: {value!r} is more than Slurm can count")
+
+
+def _size(value: str | None, what: str) -> None:
+    """A memory size as sbatch takes it (``4000``, ``16G``: K, M, G, T; bare is MB)."""
+    if value is None:
+        return
+    try:
+        mb = size_mb(value)
+    except ValueError:
+        raise SbatchArgError(f"{what}: expected a size like 16G or 4000M, got "
+                             f"{value!r}") from None
+    _count(str(int(mb)), what, value)
+
+
 def _tres(value: str | None, what: str) -> str:
     """``2`` -> ``gres:gpu:2``; ``a100:2`` -> ``gres:gpu:a100:2``."""
     if value is None:
         return ""
     v = value.strip()
-    if not re.fullmatch(r"(?:[A-Za-z0-9_.\-]+:)?\d+", v):
+    m = re.fullmatch(r"(?:[A-Za-z0-9_.\-]+:)?(\d+)", v)
+    if not m:
         raise SbatchArgError(f"{what}: expected [type:]count, got {value!r}")
+    _count(m.group(1), what, value)
     return f"gres:gpu:{v}"
 
 
@@ -105,6 +128,11 @@ def submission_from_args(args: Sequence[str], uid: int = 0) -> Submission:
         v = getattr(ns, opt)
         if v is not None and not re.fullmatch(r"\d+", v.strip()):
             raise SbatchArgError(f"--cpus-per-gpu: expected a number, got {v!r}")
+        if v is not None:
+            _count(v.strip(), "--cpus-per-gpu", v)
+    for size, what in ((ns.mem_per_gpu, "--mem-per-gpu"), (ns.mem, "--mem"),
+                       (ns.mem_per_cpu, "--mem-per-cpu")):
+        _size(size, what)
     per_node = ",".join(x for x in (_tres(ns.gpus_per_node, "--gpus-per-node"),
                                     _gres(ns.gres)) if x)
     return Submission(

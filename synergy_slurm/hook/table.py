@@ -21,6 +21,10 @@ from ..vocabulary import KEY_RE, MB_PER_GB
 
 TABLE_NAME = "synergy-hook.table"
 DISABLE_NAME = "synergy-hook.disable"
+# The temporaries write_atomic makes beside the table before renaming them over it.
+TEMP_PREFIX = ".synergy-hook."
+# A temporary older than this was left by a writer that died (a write takes milliseconds).
+STALE_TEMP_S = 60.0
 
 
 class TableError(BadInputError):
@@ -77,7 +81,7 @@ class HookTable:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` whole (its directory must exist: the hook's is made by the admin)."""
-    fd, tmp = tempfile.mkstemp(prefix=".synergy-hook.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -88,6 +92,27 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def stale_temporaries(directory: Path, now: float,
+                      older_than_s: float = STALE_TEMP_S) -> list[Path]:
+    """Remove the temporaries a writer killed between writing and renaming left in
+    ``directory`` (only those older than ``older_than_s``: a live writer's is
+    milliseconds old). Returns those removed; one that cannot be removed is left."""
+    removed = []
+    try:
+        found = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIX)]
+    except OSError:
+        return []
+    for p in found:
+        try:
+            if p.is_file() and not p.is_symlink() and \
+                    now - p.stat().st_mtime > older_than_s:
+                p.unlink()
+                removed.append(p)
+        except OSError:
+            continue
+    return removed
 
 
 def parse_table(text: str) -> HookTable:

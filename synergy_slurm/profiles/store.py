@@ -38,6 +38,10 @@ def fingerprint(key: str | None = None, model: str = "", batch_size: int | None 
     return fp
 
 
+class ProfileOwned(ValueError):
+    """A user's measurement would replace a site-wide or another user's profile."""
+
+
 @dataclass(frozen=True)
 class StoredProfile:
     profile: Profile
@@ -89,14 +93,38 @@ class ProfileStore:
             source: str = "import", owner: str = "") -> None:
         """Stored under its slot: the key, or ``KEY@TYPE`` for a profile measured on a GPU
         type, beside that key's profiles for other types. ``owner``: the user it was
-        measured for ("" site-wide: the admin's imports and runs)."""
+        measured for ("" site-wide: the admin's imports and runs). A user's measurement
+        replaces only that user's own profile: a site-wide one or another user's raises
+        ProfileOwned, so no user can plant numbers that shape someone else's jobs. A
+        site-wide profile (an admin's) replaces whatever the slot held."""
         if not KEY_RE.match(profile.key):
             raise ValueError(f"bad profile key {profile.key!r}")
         doc = json.dumps(profiles_to_doc({profile.slot: profile}))
-        self.db.execute("INSERT OR REPLACE INTO profiles (key, doc, measured_points, "
-                        "profiling_cpu_s, created, source, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (profile.slot, doc, measured_points, profiling_cpu_s, time.time(),
-                         source, owner))
+        self.db.execute("BEGIN IMMEDIATE")      # the check and the write as one
+        try:
+            held = self._owner_of(profile.slot)
+            if owner and held is not None and held != owner:
+                raise ProfileOwned(
+                    f"profile {profile.slot} is " + ("site-wide" if held == "" else
+                                                     "measured for another user")
+                    + ": a user's measurement does not replace it (choose another "
+                    "profile key, or ask an admin to import one)")
+            self.db.execute("INSERT OR REPLACE INTO profiles (key, doc, measured_points, "
+                            "profiling_cpu_s, created, source, owner) VALUES "
+                            "(?, ?, ?, ?, ?, ?, ?)",
+                            (profile.slot, doc, measured_points, profiling_cpu_s,
+                             time.time(), source, owner))
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _owner_of(self, slot: str) -> str | None:
+        """Who the stored profile of ``slot`` belongs to ("" site-wide), None: none."""
+        owner = "owner" if self._owned else "''"
+        row = self.db.execute(f"SELECT {owner} FROM profiles WHERE key = ?",
+                              (slot,)).fetchone()
+        return None if row is None else (row[0] or "")
 
     def get(self, slot: str) -> StoredProfile | None:
         """The profile stored as ``slot`` (``KEY`` or ``KEY@TYPE``)."""
@@ -152,25 +180,33 @@ class ProfileStore:
                       owner: str = "") -> StoredProfile:
         """Store a ``profile run --out`` result for ``key``, measured on ``gpu_type`` (the
         type of the node it ran on, "" where Slurm names none); raises ValueError (or
-        ProfileError) for anything but exactly one complete profile of that key."""
-        if not isinstance(doc, Mapping):
-            raise ValueError("a result file must be a JSON object")
-        meta = doc.get(RESULT_META)
-        if not isinstance(meta, Mapping):
-            raise ValueError(f"no {RESULT_META} entry: not a complete profiling result")
-        points, cpu_s = meta.get("measured_points"), meta.get("profiling_cpu_s")
-        if not (isinstance(points, int) and 1 <= points <= 64):
-            raise ValueError(f"bad measured_points {points!r}")
-        if not (isinstance(cpu_s, int | float) and 0 <= cpu_s < 1e9):
-            raise ValueError(f"bad profiling_cpu_s {cpu_s!r}")
-        profiles = profiles_from_doc({k: v for k, v in doc.items() if k != RESULT_META})
-        if set(profiles) != {key}:
-            raise ValueError(f"expected exactly the profile {key!r}, got {sorted(profiles)}")
-        if gpu_type and not GPU_TYPE_RE.match(gpu_type):
-            raise ValueError(f"bad GPU type {gpu_type!r}")
-        prof = replace(profiles[key], gpu_type=gpu_type)
-        self.put(prof, measured_points=points, profiling_cpu_s=float(cpu_s), source=source,
+        ProfileError, ProfileOwned) for anything but exactly one complete profile of that
+        key that ``owner`` may store."""
+        prof, points, cpu_s = parse_result(doc, key, gpu_type)
+        self.put(prof, measured_points=points, profiling_cpu_s=cpu_s, source=source,
                  owner=owner)
         stored = self.get(prof.slot)
         assert stored is not None
         return stored
+
+
+def parse_result(doc: object, key: str, gpu_type: str = "") -> tuple[Profile, int, float]:
+    """The profile of a ``profile run --out`` result, its measured points and what
+    profiling cost; ValueError (or ProfileError) for anything but exactly one complete
+    profile of ``key``."""
+    if not isinstance(doc, Mapping):
+        raise ValueError("a result file must be a JSON object")
+    meta = doc.get(RESULT_META)
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"no {RESULT_META} entry: not a complete profiling result")
+    points, cpu_s = meta.get("measured_points"), meta.get("profiling_cpu_s")
+    if not (isinstance(points, int) and 1 <= points <= 64):
+        raise ValueError(f"bad measured_points {points!r}"[:80])
+    if not (isinstance(cpu_s, int | float) and 0 <= cpu_s < 1e9):
+        raise ValueError(f"bad profiling_cpu_s {cpu_s!r}"[:80])
+    profiles = profiles_from_doc({k: v for k, v in doc.items() if k != RESULT_META})
+    if set(profiles) != {key}:
+        raise ValueError(f"expected exactly the profile {key!r}, got {len(profiles)} others")
+    if gpu_type and not GPU_TYPE_RE.match(gpu_type):
+        raise ValueError(f"bad GPU type {gpu_type!r}")
+    return replace(profiles[key], gpu_type=gpu_type), points, float(cpu_s)

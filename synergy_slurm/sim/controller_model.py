@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -47,8 +48,11 @@ from ..core import (
 from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
 from ..core.plan import How
-from ..core.pools import Pool, PoolJobs, plan_pools, type_order
+from ..core.pools import Pool, PoolJobs, plan_pools
 from ..core.usage import UsageSample, busy_share, judge, marks_after
+from ..decide import Change, PendingView, Step, by_pool, reconcile
+from .config import SlurmConfig
+from .results import JobResult, SimResult, check_capped, scheduler
 from .trace import TraceJob
 
 # A job without a time limit: Slurm plans with INFINITE, i.e. never back within the
@@ -126,36 +130,32 @@ class _Inputs:
         return self.bg_next < len(self.background)
 
 
-@dataclass(frozen=True)
-class ModelResult:
-    """What :func:`simulate_controller` returns to the engine, which wraps it."""
-
-    runs: list[_Run]
-    passes: int
-    end_s: float
-    utilisation: list[tuple[float, float, float, float]]
-
-
-def simulate_controller(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config,
-                        on_round: Callable[[float, int], None] | None = None,
-                        max_passes: int = 10_000_000) -> ModelResult:
-    """Replay ``trace`` (sorted by submission) through the model; ``config`` is the
-    engine's :class:`~.engine.SimConfig`."""
-    return _Model(profiles, config, on_round).run(iter(trace), max_passes)
+def simulate_slurm(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
+                   config: SlurmConfig, on_round: Callable[[float, int], None] | None = None,
+                   max_passes: int = 10_000_000) -> SimResult:
+    """Replay ``trace`` (sorted by submission) through the model."""
+    started = time.perf_counter()
+    model = _Model(profiles, config, on_round)
+    runs, passes, end = model.run(iter(trace), max_passes)
+    results = [JobResult(r.trace.job_id, r.trace.model, r.trace.gpus, r.trace.arrival,
+                         r.start, r.finish, r.restarts) for r in runs]
+    return check_capped(SimResult(config, results, passes, end, time.perf_counter() - started,
+                                  model.util), max_passes)
 
 
 class _Model:
-    def __init__(self, profiles: Mapping[str, Profile], config, on_round) -> None:
-        from .engine import _scheduler  # one place builds the policy and allocator
-
+    def __init__(self, profiles: Mapping[str, Profile], config: SlurmConfig,
+                 on_round: Callable[[float, int], None] | None) -> None:
         self.cfg = config
         self.profiles = profiles
         self.on_round = on_round
-        self.policy, self.allocator = _scheduler(config)
+        self.policy, self.allocator = scheduler(config)
         self.slurm_order = get_policy(config.slurm_order or config.policy)
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
         self.by_partition = {p.partition: p for p in self.pools}
+        # Each partition's nodes: what the main scheduler closes when one of its jobs waits.
+        self.partition_nodes = {p.partition: p.server_names() for p in self.pools}
         self.servers = config.cluster.servers
         self.total = config.cluster.total
         self.rule = RequeueRule(config.restart_cost_s, config.requeue_interval_s,
@@ -188,7 +188,7 @@ class _Model:
         self.util: list[tuple[float, float, float, float]] = []
 
     # -- the loop ----------------------------------------------------------------------
-    def run(self, arrivals: Iterator[TraceJob], max_passes: int) -> ModelResult:
+    def run(self, arrivals: Iterator[TraceJob], max_passes: int) -> tuple[list[_Run], int, float]:
         inputs = _Inputs.start(arrivals, self.cfg)
         t = next_pass = next_tick = inputs.first_arrival()
         passes = 0
@@ -215,7 +215,7 @@ class _Model:
                     event = self._pass_due = True
             if visible and event:
                 self._start(main_pass(self._queue(visible, t), self._cluster(), t,
-                                      self.by_partition), t)
+                                      self.partition_nodes), t)
             if t >= next_pass and self._pass_due:
                 self._pass_due = False
                 visible = self._visible()
@@ -230,7 +230,7 @@ class _Model:
             if self._stalled(t, inputs):
                 break
             t = self._next_time(t, inputs, next_pass, next_tick)
-        return ModelResult(self.seen, passes, t, self.util)
+        return self.seen, passes, t
 
     def _end_jobs(self, t: float, inputs: _Inputs) -> bool:
         """End the running jobs whose end is due; whether any did."""
@@ -359,15 +359,19 @@ class _Model:
         return self._fits_empty[key]
 
     def _hook(self, run: _Run, servers) -> None:
-        """The job_submit hook: a known profile gets its ideal share (capped at a node);
-        held (``hold_known``) unless the release honours lowering; an unknown one keeps
-        its partition's default, held (``hold_unknown``) until the controller shapes it."""
-        if run.profile is not None:
+        """The job_submit hook, by the one rule (``decide``): a job synergy leaves keeps
+        the share it asked for and is never held; a known profile gets its ideal share
+        (capped at a node), held (``hold_known``) unless the release honours lowering; an
+        unknown one keeps the share it has, held (``hold_unknown``) until the controller
+        releases it."""
+        change = _change(run)
+        if change is Change.LEAVE:
+            run.held = False
+        elif change is Change.RESHAPE:
             spec = self._spec(run, 0.0)
             run.share = ideal_demand(spec, run.fair, tuple(servers)).share
             run.held = self.cfg.hold_known and not self.cfg.lowers_pending
         else:
-            run.share = run.fair
             run.held = self.cfg.hold_unknown
 
     def _start(self, starts, t: float) -> None:
@@ -484,35 +488,26 @@ class _Model:
         if self.cfg.usage is not None:
             self._watch(t)
         holdings = self._holdings()
-        # One pass over the jobs: each pool's pending (held, or in Slurm's queue) and
-        # running ones, by GPU type.
-        pending: dict[tuple[str, str | None], list[_Run]] = {}
-        running: dict[tuple[str, str | None], list[_Run]] = {}
-        for r in self.waiting.values():
-            if r.held or r.trace.job_id in self.visible:
-                pending.setdefault((r.pool.partition, r.trace.gpu_type or None), []).append(r)
+        # Each pool's pending jobs (held, or in Slurm's queue) and running ones synergy
+        # manages, by GPU type, grouped as the controller groups them (decide.by_pool).
+        jobs = [(r, False) for r in self.waiting.values()
+                if (r.held or r.trace.job_id in self.visible) and _change(r) is not Change.LEAVE]
         if self.rule.budget or self.cfg.shrink_memory:
-            for r in self.running.values():
-                running.setdefault((r.pool.partition, r.trace.gpu_type or None),
-                                   []).append(r)
+            jobs += [(r, True) for r in self.running.values() if _change(r) is not Change.LEAVE]
         groups: list[PoolJobs] = []
-        for pool in self.pools:
-            here = pool.with_reserved(holdings)
-            keys = {k for k in (*pending, *running) if k[0] == pool.partition}
-            for gpu_type in type_order(k[1] for k in keys):
-                on = running.get((pool.partition, gpu_type), [])
-                # What the model knows of each running job: a fixed outcome (a history's
-                # job that failed or was cancelled) is never requeued, nor one that did
-                # not opt in where opting in is asked for; any may be shrunk where the
-                # replay lowers memory. The core decides the rest (reshape_candidates).
-                held = [(self._spec(r, t, may_requeue=bool(self.rule.budget)
-                                    and not r.trace.fixed_s
-                                    and (r.trace.requeue_ok or not self.cfg.requeue_opt_in),
-                                    may_shrink=self.cfg.shrink_memory), r.alloc)
-                        for r in on if r.alloc is not None]
-                groups.append(PoolJobs(here, gpu_type, [
-                    self._spec(r, t) for r in pending.get((pool.partition, gpu_type), [])],
-                    held))
+        for pool, gpu_type, mine in by_pool(self.pools, jobs, lambda rj: (
+                rj[0].pool.partition, rj[0].trace.gpu_type or None)):
+            # What the model knows of each running job: a fixed outcome (a history's job
+            # that failed or was cancelled) is never requeued, nor one that did not opt in
+            # where opting in is asked for; any may be shrunk where the replay lowers
+            # memory. The core decides the rest (reshape_candidates).
+            held = [(self._spec(r, t, may_requeue=bool(self.rule.budget)
+                                and not r.trace.fixed_s
+                                and (r.trace.requeue_ok or not self.cfg.requeue_opt_in),
+                                may_shrink=self.cfg.shrink_memory), r.alloc)
+                    for r, on in mine if on and r.alloc is not None]
+            groups.append(PoolJobs(pool.with_reserved(holdings), gpu_type,
+                                   [self._spec(r, t) for r, on in mine if not on], held))
         last = {r.trace.job_id: r.requeued_at for r in self.running.values()}
         for pp in plan_pools(groups, self.policy, self.allocator, self.rule, last, t):
             if pp.round is None:
@@ -525,18 +520,20 @@ class _Model:
                 self._requeue(self.running[rq.job_id], rq.demand.share, t)
 
     def _reshape(self, run: _Run, share: PerGpu, t: float) -> None:
-        """A planned pending job: a held one gets its share and is released; a visible
-        one is raised, and lowered only where Slurm honours it."""
+        """A planned pending job, by the controller's own reconcile rule
+        (``decide.reconcile``): a held one gets its share and is released; a visible one
+        is raised, and lowered only where Slurm honours it. A job whose profile is unknown
+        keeps the share it has (``decide.Change.RELEASE``)."""
+        got = reconcile(_view(run), share, self.cfg.lowers_pending)
+        if got is None or got.step is Step.CANNOT:
+            return
+        run.share = got.after
         if run.held:
-            run.share, run.held = share, False
+            run.held = False
             run.eligible_at = t + self.cfg.release_delay_s
             self._to_slurm(run, t)
             return
-        raise_ = share.cpus > run.share.cpus or (share.cpus == run.share.cpus
-                                                 and share.mem_gb != run.share.mem_gb)
-        if raise_ or (share.cpus < run.share.cpus and self.cfg.lowers_pending):
-            run.share = share
-            self._updated = True
+        self._updated = True
 
     def _rerate(self, run: _Run, t: float, share: PerGpu) -> None:
         """A running job's memory lowered in place: no restart, its speed from now on."""
@@ -593,6 +590,22 @@ class _Model:
 
 
 _NOTHING = Resources()
+
+
+def _view(run: _Run) -> PendingView:
+    """A pending job as the reconcile rule sees it: its request names its cores where the
+    history gave it its own share or synergy's hook shaped it (a known profile)."""
+    unknown = _change(run) is Change.RELEASE
+    return PendingView(run.held, run.share, run.trace.share is not None or not unknown,
+                       unknown)
+
+
+def _change(run: _Run) -> Change:
+    """What synergy changes about the job: the history's decision where it has one, else
+    by its profile (``decide.what_synergy_changes`` with a known or unknown profile)."""
+    if run.trace.change:
+        return Change(run.trace.change)
+    return Change.RESHAPE if run.profile is not None else Change.RELEASE
 
 
 def _add(used: dict[str, Resources], server: str, res: Resources, sign: int) -> None:

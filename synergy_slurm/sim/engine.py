@@ -1,15 +1,14 @@
-"""The simulator: the paper's rounds, or the controller model.
+"""The paper's rounds (SYNERGY.md "Rounds"; :class:`.config.RoundsConfig`): every
+``round_s`` seconds the plan is made afresh from all runnable jobs. A job in the plan
+runs the whole round and is credited floor(available time / effective iteration time)
+iterations; it completes at the end of the round in which its iterations run out. A job
+whose GPUs, cores, memory and servers are unchanged keeps running (lease extension); any
+other change, or resuming after a pause, costs ``restart_cost_s`` (0 by default, as in
+the paper; carried into later rounds when longer than one). The first start costs nothing.
 
-The paper's rounds (``preemptive``, SYNERGY.md "Rounds"): every ``round_s`` seconds the
-plan is made afresh from all runnable jobs. A job in the plan runs the whole round and is
-credited floor(available time / effective iteration time) iterations; it completes at the
-end of the round in which its iterations run out. A job whose GPUs, cores, memory and
-servers are unchanged keeps running (lease extension); any other change, or resuming after
-a pause, costs ``restart_cost_s`` (0 by default, as in the paper; carried into later rounds
-when longer than one). The first start costs nothing.
-
-The controller model (``preemptive=False``; :mod:`.controller_model`): Slurm's queue,
-backfill and placement, with synergy's hook and controller on top, in continuous time.
+The other simulator, the controller model (Slurm's queue, backfill and placement with
+synergy's hook and controller on top, in continuous time), is :mod:`.controller_model`;
+:func:`.simulate.simulate` runs the one a config names.
 
 The engine has no scheduling logic of its own: the order and the shares come from
 ``synergy_slurm.core``.
@@ -20,29 +19,24 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..core import (
     Allocation,
-    Allocator,
     ClusterState,
     JobSpec,
     PerGpu,
-    Policy,
     Profile,
     RequeueRule,
     Resources,
     Server,
-    get_allocator,
-    get_policy,
     plan_round,
 )
 from ..core.allocators.tune_ref import reference_speedup
-from ..core.backfill import BF_MAX_JOB_TEST
 from ..core.plan import How
-from ..core.pools import Pool
-from ..core.usage import UsageRule, UsageSample, busy_share, judge, marks_after
-from .controller_model import simulate_controller
+from ..core.usage import UsageSample, busy_share, judge, marks_after
+from .config import Occupancy, RoundsConfig, SimConfig
+from .results import JobResult, SimResult, check_capped, scheduler
 from .trace import TraceJob
 
 _NO_REQUEUE = RequeueRule()
@@ -50,86 +44,6 @@ _NO_REQUEUE = RequeueRule()
 # are milliseconds of work at the proportional share, fine enough that whole iterations
 # per round lose nothing measurable.
 UNKNOWN_ITER_S = 0.001
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """``resources`` held on ``server`` from ``start`` to ``end`` (simulated seconds)."""
-
-    start: float
-    end: float
-    server: str
-    resources: Resources
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    cluster: ClusterState
-    policy: str = "fifo"
-    allocator: str = "tune"
-    round_s: float = 300.0
-    restart_cost_s: float = 0.0
-    reference_speedups: bool = False
-    window: tuple[int, int] | None = None
-    opt_time_limit_s: float = 1.5
-    # False: the controller model (.controller_model): Slurm's scheduler, and synergy's
-    # hook and controller unless the allocator is proportional; ``round_s`` is then
-    # Slurm's scheduling interval (sched_interval / bf_interval).
-    preemptive: bool = True
-    # With preemptive=False: requeue running jobs into idle resources when it pays (as the
-    # controller does), at most this many per round, each job at most every interval.
-    requeue_budget: int = 0
-    requeue_interval_s: float = 0.0
-    # Requeue only trace jobs that opted in (TraceJob.requeue_ok), as the controller does
-    # with a site's jobs; False: any running job (the simulator's generated traces).
-    requeue_opt_in: bool = False
-    # With preemptive=False: lower running jobs' memory to what their profiles need, in
-    # place (as the controller does where Slurm can: 26.05).
-    shrink_memory: bool = False
-    # With preemptive=False: the site's partitions (core.pools.Pool; empty: one pool over
-    # ``cluster``), the controller's round (0: ``round_s``), how long after a release Slurm
-    # sees the job, whether the release honours lowering a pending job (26.05: known
-    # profiles start unheld, shaped by the hook) and the backfill's depth
-    # (bf_max_job_test).
-    pools: tuple[Pool, ...] = ()
-    controller_interval_s: float = 0.0
-    release_delay_s: float = 0.0
-    lowers_pending: bool = False
-    bf_max_job_test: int = BF_MAX_JOB_TEST
-    # The hook's [hook] hold_known / hold_unknown (known profiles are never held where the
-    # release honours lowering, as the controller tells the hook).
-    hold_known: bool = True
-    hold_unknown: bool = True
-    # With preemptive=False: the order of Slurm's queue ("": ``policy``, which is also the
-    # order of the controller's plan), and the time limit of trace jobs without one (0:
-    # unlimited).
-    slurm_order: str = ""
-    default_time_limit_s: float = 0.0
-    # How GPUs are chosen (core.ledger.PLACEMENTS); None: the allocator's own default.
-    placement: str | None = None
-    # Resources held at given times whatever the scheduler does (a history's jobs without
-    # GPUs, which synergy never moves): each reserved on its server while it runs.
-    background: tuple[Occupancy, ...] = ()
-    # The closed loop (core.usage): each round, running jobs' use is sampled and a user's
-    # key whose jobs use far less than they are given is capped for that user's later
-    # jobs. None: profiles are trusted.
-    usage: UsageRule | None = None
-    # Marks the closed loop made before the run (whatif: from the history's measured use):
-    # (profile key, user) -> the cap on those jobs; the controller keeps a mark until an
-    # admin clears it.
-    caps: Mapping[tuple[str, str], PerGpu] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.round_s <= 0:
-            raise ValueError("round length must be positive")
-        if self.restart_cost_s < 0:
-            raise ValueError("restart cost must not be negative")
-        if self.controller_interval_s < 0 or self.release_delay_s < 0:
-            raise ValueError("the controller's interval and release delay must not be "
-                             "negative")
-        if not self.preemptive and self.reference_speedups:
-            raise ValueError("the reference's speedups belong to the paper's rounds, not "
-                             "the controller model")
 
 
 @dataclass
@@ -160,71 +74,21 @@ class _Job:
                        priority=self.trace.priority, limit=cap)
 
 
-@dataclass(frozen=True)
-class JobResult:
-    job_id: int
-    model: str
-    gpus: int
-    arrival: float
-    start: float | None
-    finish: float | None
-    restarts: int
-
-    @property
-    def jct_s(self) -> float | None:
-        return None if self.finish is None else self.finish - self.arrival
+def simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
+                    config: SimConfig, on_round: Callable[[float, int], None] | None = None,
+                    max_rounds: int = 10_000_000) -> SimResult:
+    """The paper's rounds: the trace (sorted by arrival; may be endless when a window is
+    given) to the end, every job finished or every job of the window finished, every round
+    planned and credited, as SYNERGY.md's rounds describe. ``config``: a
+    :class:`.config.RoundsConfig` (a plain :class:`.config.SimConfig` runs without the
+    reference's speedups)."""
+    return check_capped(_rounds(trace, profiles, config, on_round, max_rounds), max_rounds)
 
 
-@dataclass
-class SimResult:
-    config: SimConfig
-    jobs: list[JobResult]
-    rounds: int
-    end_s: float
-    wall_s: float
-    # (time, GPU, CPU, memory) fraction of the cluster allocated, one row per round.
-    utilisation: list[tuple[float, float, float, float]] = field(default_factory=list)
-
-    @property
-    def makespan_s(self) -> float:
-        done = [j.finish for j in self.jobs if j.finish is not None]
-        first = min((j.arrival for j in self.jobs), default=0.0)
-        return (max(done) - first) if done else 0.0
-
-
-def simulate(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config: SimConfig,
-             on_round: Callable[[float, int], None] | None = None,
-             max_rounds: int = 10_000_000) -> SimResult:
-    """Run the trace (sorted by arrival; may be endless when a window is given) to the end:
-    every job finished, or every job of the window finished."""
-    if config.preemptive:
-        out = _simulate_rounds(trace, profiles, config, on_round, max_rounds)
-    else:
-        started = time.perf_counter()
-        res = simulate_controller(trace, profiles, config, on_round, max_rounds)
-        results = [JobResult(r.trace.job_id, r.trace.model, r.trace.gpus, r.trace.arrival,
-                             r.start, r.finish, r.restarts) for r in res.runs]
-        out = SimResult(config, results, res.passes, res.end_s,
-                        time.perf_counter() - started, res.utilisation)
-    left = [j for j in out.jobs if j.finish is None and j.start is not None]
-    if out.rounds >= max_rounds and left:
-        raise SimulationCapped(
-            f"the simulation stopped at its cap of {max_rounds:,} rounds with {len(left)} "
-            f"jobs still running (e.g. job {left[0].job_id}, started at "
-            f"{left[0].start / 3600:.0f} h): a trace that long needs longer rounds")
-    return out
-
-
-class SimulationCapped(ValueError):
-    """A run that reached its round cap before its jobs ended: no result to report."""
-
-
-def _simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],
-                     config: SimConfig, on_round: Callable[[float, int], None] | None,
-                     max_rounds: int) -> SimResult:
-    """Every round planned and credited, as SYNERGY.md's rounds describe."""
+def _rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config: SimConfig,
+            on_round: Callable[[float, int], None] | None, max_rounds: int) -> SimResult:
     started = time.perf_counter()
-    policy, allocator = _scheduler(config)
+    policy, allocator = scheduler(config)
     cluster = config.cluster
     fair = cluster.fair
     total = cluster.total
@@ -298,7 +162,8 @@ def _credit(job: _Job, alloc: Allocation, now: float, config: SimConfig) -> bool
     job.alloc = alloc
     if job.start is None:
         job.start = now
-    eff = effective_iter_s(job, alloc, config.cluster.fair, config.reference_speedups,
+    reference = isinstance(config, RoundsConfig) and config.reference_speedups
+    eff = effective_iter_s(job, alloc, config.cluster.fair, reference,
                            config.cluster.servers)
     job.done += math.floor(avail / eff) if avail > 0 else 0
     job.attained_s += rnd
@@ -315,11 +180,6 @@ def _used_share(allocations: Sequence[Allocation], total: Resources
         used_c += alloc.share.cpus * alloc.gpus
         used_m += alloc.share.mem_gb * alloc.gpus
     return used_g / total.gpus, used_c / total.cpus, used_m / total.mem_gb
-
-
-def _scheduler(config: SimConfig) -> tuple[Policy, Allocator]:
-    return get_policy(config.policy), get_allocator(config.allocator, config.placement,
-                                                    config.opt_time_limit_s)
 
 
 def _first_arrival(trace: Iterable[TraceJob], rnd: float

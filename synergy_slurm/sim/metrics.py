@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import JobResult, SimResult
+from .results import JobResult, SimResult
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import SimResult
 from .metrics import in_window, summary_row
+from .results import SimResult
 
 
 def write_results(out: Path, runs: Sequence[tuple[SimResult, float | None]]) -> list[Path]:

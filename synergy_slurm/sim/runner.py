@@ -8,7 +8,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 from ..core import Profile
-from .engine import SimConfig, SimResult, simulate
+from .config import SimConfig
+from .results import SimResult
+from .simulate import simulate
 from .trace import TraceJob, mislabel, philly_jobs
 
 

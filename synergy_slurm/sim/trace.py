@@ -63,6 +63,10 @@ class TraceJob:
     work_s: float = 0.0
     startup_s: float = 0.0
     fixed_s: float = 0.0
+    # What synergy changes about it (``decide.Change``: reshape, release, leave), where a
+    # history says (whatif); "": by its profile alone, reshaped when it has one, else
+    # released (generated and CSV traces).
+    change: str = ""
 
 
 def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> list[TraceJob]:

@@ -4,6 +4,7 @@ and trials drive the controller through the same faces (``slurm.ports``)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,6 +65,18 @@ class FakeWriter:
 
     def release(self, job_id: int) -> None:
         self._do("release", job_id)
+
+    def release_own(self, job: SlurmJob) -> None:
+        """Release, then clear the held tag; a failed clear is only logged (as the real
+        writer does): the job is released either way."""
+        self._do("release", job.job_id)
+        if "synergy.held=1" in job.admin_comment.split(","):
+            with contextlib.suppress(SlurmError):
+                self._do("untag", job.job_id)
+
+    def clear_held_tag(self, job: SlurmJob) -> None:
+        with contextlib.suppress(SlurmError):
+            self._do("untag", job.job_id)
 
     def requeue_reshape(self, job: SlurmJob, shape: Shape) -> None:
         self._do("requeue", job.job_id, shape)

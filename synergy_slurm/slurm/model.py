@@ -94,7 +94,11 @@ class SlurmJob:
 
     @property
     def held_by_synergy(self) -> bool:
-        return self.pending and self.priority == 0 and self.tags.get("held") == "1"
+        """Held by the hook and not released since (the controller clears the tag when it
+        releases). An admin's hold (JobHeldAdmin) is never ours, even on a job the hook
+        held: the hook's hold, like ``sbatch --hold``, shows as the user's (JobHeldUser)."""
+        return (self.pending and self.priority == 0 and self.tags.get("held") == "1"
+                and self.reason != "JobHeldAdmin")
 
     @property
     def gpu_request(self) -> GpuRequest:

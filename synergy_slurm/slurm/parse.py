@@ -131,7 +131,7 @@ def config_flags(show_config: str, name: str) -> frozenset[str]:
 def detail_mem_mb(show_job_detail: str) -> int:
     """The memory a job holds on its node, from ``scontrol show job -d`` text (its node
     lines: ``Nodes=n1 CPU_IDs=0-8 Mem=62500 GRES=gpu:1(IDX:0)``, MB); 0 when not shown."""
-    m = re.search(r"\sMem=(\d+)", show_job_detail)
+    m = re.search(r"^\s+Nodes=\S+ CPU_IDs=\S+ Mem=(\d+)", show_job_detail, re.MULTILINE)
     return int(m.group(1)) if m else 0
 
 
@@ -540,11 +540,16 @@ def _limit(value: str | None) -> int | None:
 def parse_kv_line(line: str) -> dict[str, str]:
     """``Key=value Key2=value two`` (scontrol -o): a token starts a new field only when it
     looks like one of Slurm's keys (capitalised, e.g. ``NtasksPerN:B:S:C=``), so a comment
-    like ``vision synergy:profile=res18`` stays one value."""
+    like ``vision synergy:profile=res18`` stays one value. Slurm prints each key once: the
+    first occurrence is kept, and a key seen again is text of the field before it (a
+    partition's or the config's text is an admin's; a job's record, where users write
+    names and comments before and after Slurm's own keys, is read from ``squeue`` between
+    random tokens instead: ``squeue_text.WRITER_FIELDS``)."""
     out: dict[str, str] = {}
     key = None
     for tok in line.split(" "):
-        if "=" in tok and re.match(r"^[A-Z][A-Za-z0-9_/:]*=", tok):
+        if "=" in tok and re.match(r"^[A-Z][A-Za-z0-9_/:]*=", tok) \
+                and tok.split("=", 1)[0] not in out:
             key, val = tok.split("=", 1)
             out[key] = val
         elif key is not None and tok:

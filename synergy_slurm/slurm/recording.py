@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BadInputError
+from ..owndir import own_dir, write_file
 from .commands import SlurmCLI, SlurmError
 from .fake import FakeReader
 from .parse import config_flags
@@ -46,7 +47,9 @@ class SnapshotError(BadInputError):
 
 def save(cli: SlurmCLI, where: Path) -> list[Path]:
     """Read the cluster once and write what Slurm printed into ``where`` (made if
-    missing); returns the files written. Without accounting the limits are left out
+    missing, only the caller may read it; an existing one must be the caller's own and
+    writable by no one else: :func:`~synergy_slurm.owndir.own_dir`); returns the files
+    written. Without accounting the limits are left out
     (logged): a replay then plans with partition limits only, as the controller would."""
     version = cli.run("scontrol", ["--version"])
     try:
@@ -61,11 +64,11 @@ def save(cli: SlurmCLI, where: Path) -> list[Path]:
         outputs[QOS], outputs[ASSOC] = reader.limits_raw()
     except SlurmError as exc:
         log.info("no accounting limits saved (%s)", exc)
-    where.mkdir(parents=True, exist_ok=True)
+    where = own_dir(where)     # made here (0700), or the caller's own: see ``owndir``
     written = []
     for name, text in outputs.items():
         path = where / name
-        path.write_text(text)
+        write_file(path, text, 0o600)     # every live job's name, user and comment
         written.append(path)
     return written
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..vocabulary import not_reshaped
+from ..vocabulary import GpuRequest, not_reshaped
 from .commands import SlurmCLI, SlurmError
 from .model import Skipped
 from .parse import ParseError, accounting_state, expand_hostlist, num, obj, text
@@ -76,6 +76,11 @@ class HistoryJob:
     # reservation, --gpus-per-task, ...: vocabulary.not_reshaped), as far as its record
     # tells (slurm/submit_line.py); "" when it would reshape it.
     unshaped: str = ""
+    # How it asked for its GPUs, as far as its record tells (None: a record without the
+    # submit line or with no GPUs; taken as the common --gres/--gpus-per-node form).
+    request: GpuRequest | None = None
+    # The command line it was submitted with, where accounting kept it (23.02 and later).
+    submit_line: str = ""
 
     @property
     def started(self) -> bool:
@@ -184,11 +189,12 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
 
 def _with_shape(job: HistoryJob, submit_line: str, het: bool, reservation: bool
                 ) -> HistoryJob:
-    if job.gpus <= 0:
+    if submit_line:
+        job = replace(job, submit_line=submit_line)
+    if job.gpus <= 0 or not (submit_line or het or reservation):
         return job
-    why = not_reshaped(request(submit_line, job.gpus, max(1, len(job.nodes)), het,
-                               reservation))
-    return replace(job, unshaped=why) if why else job
+    req = request(submit_line, job.gpus, max(1, len(job.nodes)), het, reservation)
+    return replace(job, unshaped=not_reshaped(req) or "", request=req)
 
 
 def _priority(value: Any) -> int:
@@ -220,34 +226,91 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
     """``sacct -a -X -P -o ...``: with a header line (``-n`` not given), the fields in any
     order, :data:`TEXT_FIELDS` required (``JobID`` may stand for ``JobIDRaw``), any of
     :data:`OPTIONAL_FIELDS` read, other columns ignored; without one, :data:`TEXT_FIELDS`
-    in that order."""
+    in that order.
+
+    sacct writes users' text (job name, comment, submit line) as it is: a newline in it
+    splits a record over lines, and a ``|`` in it adds a field. A line with too few fields
+    is joined with the next ones until the record is whole (so text after a newline can
+    never pass for a record of its own), and a record with too many is read where exactly
+    one free-text field can take the extra ``|`` (:func:`_placed`), else skipped with why.
+    """
     out: list[HistoryJob] = []
     skipped: list[Skipped] = []
     fields: tuple[str, ...] = TEXT_FIELDS
-    first = True
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        f = line.split("|")
-        if first:
-            first = False
-            if {"JobID", "JobIDRaw", "Submit"} & {x.strip() for x in f} or \
-                    not f[0][:1].isdigit():
-                fields = _header(f)
-                continue
-        n = len(fields)
-        if len(f) > n and "Comment" in fields:
-            # A comment may itself hold '|': its extra pieces are joined back.
-            c, extra = fields.index("Comment"), len(f) - n
-            f = [*f[:c], "|".join(f[c:c + extra + 1]), *f[c + extra + 1:]]
-        if len(f) != n:
-            skipped.append(Skipped(f"line {lineno}", f"{len(f)} fields, expected {n}"))
+    lines = raw.splitlines()
+    top = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    head = lines[top].split("|") if top < len(lines) else [""]
+    body = 0
+    if {"JobID", "JobIDRaw", "Submit"} & {x.strip() for x in head} or \
+            not head[0][:1].isdigit():
+        fields, body = _header(head), top + 1
+    for lineno, f in _records(lines, body, len(fields)):
+        placed = _placed(f, fields)
+        if isinstance(placed, str):
+            skipped.append(Skipped(f"line {lineno} (job {f[0][:20]})", placed))
             continue
         try:
-            out.append(_job_from_text(dict(zip(fields, f, strict=True))))
+            out.append(_job_from_text(placed))
         except ValueError as exc:
-            skipped.append(Skipped(f"line {lineno} (job {f[0]})", str(exc)))
+            skipped.append(Skipped(f"line {lineno} (job {f[0][:20]})", str(exc)))
     return out, skipped
+
+
+# The fields that hold users' text: where an extra '|' may sit.
+FREE_TEXT = ("JobName", "Comment", "AdminComment", "SubmitLine")
+
+
+def _records(lines: list[str], skip: int, width: int) -> Iterator[tuple[int, list[str]]]:
+    """Each record's fields and its first line's number, from line ``skip`` on (0-based):
+    lines joined (with the newline they lost) while they hold fewer than ``width``
+    fields. A record still short at the end is yielded as it is."""
+    buf: list[str] | None = None
+    start = 0
+    for lineno, line in enumerate(lines, start=1):
+        if lineno <= skip:
+            continue
+        if buf is None:
+            if not line.strip():
+                continue
+            buf, start = line.split("|"), lineno
+        else:
+            rest = line.split("|")
+            buf = [*buf[:-1], buf[-1] + "\n" + rest[0], *rest[1:]]
+        if len(buf) >= width:
+            yield start, buf
+            buf = None
+    if buf is not None:
+        yield start, buf
+
+
+def _placed(f: list[str], fields: tuple[str, ...]) -> dict[str, str] | str:
+    """The record's fields by name, or why it cannot be read: an extra '|' is put back
+    into the one free-text field for which the whole record reads; none, or more than
+    one, and the record is skipped."""
+    n = len(fields)
+    if len(f) == n:
+        return dict(zip(fields, f, strict=True))
+    if len(f) < n:
+        return f"{len(f)} fields, expected {n} (the record is cut short)"
+    extra = len(f) - n
+    fits: list[tuple[str, dict[str, str]]] = []
+    for name in FREE_TEXT:
+        if name not in fields:
+            continue
+        c = fields.index(name)
+        rec = dict(zip(fields, [*f[:c], "|".join(f[c:c + extra + 1]), *f[c + extra + 1:]],
+                       strict=True))
+        try:
+            _job_from_text(rec)
+        except ValueError:
+            continue
+        fits.append((name, rec))
+    if len(fits) == 1:
+        return fits[0][1]
+    if not fits:
+        return f"{len(f)} fields, expected {n}, and no text field can hold the extra '|'"
+    return (f"a '|' inside {' or '.join(n for n, _ in fits)}: which one cannot be told "
+            "(export with a delimiter no field holds: sacct --delimiter)")
 
 
 def _header(names: list[str]) -> tuple[str, ...]:

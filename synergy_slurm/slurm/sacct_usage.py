@@ -14,7 +14,7 @@ malformed leaves that measure unknown (None) and is counted with its reason; a r
 cannot be read at all is skipped with its reason. Nothing here raises on bad input.
 
 CPU time and memory are checked against histories recorded on 22.05 and 26.05
-(tests/slurm/record_usage.py). The GPU fields follow Slurm's names (``gres/gpuutil`` in
+(scripts/record/record_usage.py). The GPU fields follow Slurm's names (``gres/gpuutil`` in
 TRESUsageInAve / the steps' average, ``gres/gpumem`` in TRESUsageInMax / their max, bytes in
 JSON) but were never recorded here: the dev cluster's GPUs are fake and NVML-less.
 """

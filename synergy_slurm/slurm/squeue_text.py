@@ -232,3 +232,41 @@ def _array(rec: dict[str, str], job_id: int, state: str
 def squeue_args(token: str, states: Sequence[str]) -> list[str]:
     """squeue's arguments for one text read of the jobs in ``states``."""
     return ["-h", "-t", ",".join(states), "-O", format_arg(token)]
+
+
+# -- one job's fields, as the writer reads them back --------------------------------------
+# (squeue -O field, the key ``scontrol show job`` prints it under). The writer reads these
+# after each change; read as ``scontrol show job -o`` text, a job name or comment holding
+# ``JobState=PENDING AllocTRES=...`` would override the real values (the name comes before
+# JobState, the comment before CpusPerTres, so neither the first nor the last occurrence of
+# a key is safe there). Between random tokens, no user text can shift or forge a field.
+WRITER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("JobID", "JobId"), ("State", "JobState"), ("Reason", "Reason"),
+    ("tres-alloc", "AllocTRES"), ("cpus-per-tres", "CpusPerTres"),
+    ("mem-per-tres", "MemPerTres"), ("NumCPUs", "NumCPUs"),
+)
+
+
+def job_fields_args(job_id: int, token: str) -> list[str]:
+    """``squeue`` arguments for one job's (or one array's) records, every state."""
+    cols = [f"{name}:0{token}" for name, _ in WRITER_FIELDS[:-1]]
+    fmt = ",".join([*cols, f"{WRITER_FIELDS[-1][0]}:0{token}E"])
+    return ["-h", "-t", "all", "-j", str(int(job_id)), "-O", fmt]
+
+
+def parse_job_fields(raw: str, token: str) -> list[dict[str, str]]:
+    """Each record as ``{scontrol key: value}``; a record that does not hold every field
+    is dropped. Unset values are empty; a state under a flag is its base state, as the
+    text reader reads it (``REQUEUE_HOLD``: PENDING; ``COMPLETING`` stays: a requeued
+    job is not pending until it has completed); a reason's spaces become ``_``, as
+    scontrol shows them (``Memory_resize_to_..._failed``)."""
+    out = []
+    for record in raw.split(token + "E"):
+        values = record.lstrip("\n").split(token)
+        if len(values) != len(WRITER_FIELDS):
+            continue
+        rec = {key: _opt(v.strip()) for (_, key), v in zip(WRITER_FIELDS, values, strict=True)}
+        rec["JobState"] = _FLAG_BASE.get(rec["JobState"], rec["JobState"])
+        rec["Reason"] = rec["Reason"].replace(" ", "_")
+        out.append(rec)
+    return out

@@ -32,9 +32,9 @@ def _count(value: str) -> int | None:
     return int(last) if last.isdigit() else None
 
 
-def request(submit_line: str, gpus: int, nodes: int, het: bool, reservation: bool
-            ) -> GpuRequest:
-    """The GPU request of a job of ``gpus`` GPUs that ran on ``nodes`` nodes."""
+def _options(submit_line: str) -> tuple[dict[str, str], list[str]]:
+    """The line's sbatch options by long name, and the words from the script (or
+    ``--wrap``) on; nothing where the line cannot be split."""
     try:
         words = shlex.split(submit_line)
     except ValueError:
@@ -54,6 +54,23 @@ def request(submit_line: str, gpus: int, nodes: int, het: bool, reservation: boo
             value, i = words[i + 1], i + 1
         opts[name] = value
         i += 1
+    return opts, words[i:]
+
+
+def command(submit_line: str) -> str:
+    """What the job ran: its script and arguments, or the command it wrapped
+    (``--wrap``), quoted as a shell would take them; "" where the line says nothing."""
+    _, rest = _options(submit_line)
+    if rest and rest[0].startswith("--wrap"):
+        wrapped = rest[0].partition("=")[2] if "=" in rest[0] else " ".join(rest[1:2])
+        return wrapped
+    return shlex.join(rest)
+
+
+def request(submit_line: str, gpus: int, nodes: int, het: bool, reservation: bool
+            ) -> GpuRequest:
+    """The GPU request of a job of ``gpus`` GPUs that ran on ``nodes`` nodes."""
+    opts, _ = _options(submit_line)
     gres = opts.get("--gres", "")
     per_node = _count(opts["--gpus-per-node"]) if "--gpus-per-node" in opts else (
         _count(gres) if gres.startswith("gpu") else None)

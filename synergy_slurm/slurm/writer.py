@@ -21,11 +21,12 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .commands import SlurmCLI, SlurmError, safe_arg
 from .model import SlurmJob
-from .parse import parse_kv_line, per_gpu_value
+from .parse import per_gpu_value
+from .squeue_text import job_fields_args, new_token, parse_job_fields
 from .units import size_mb, tres_items
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,15 @@ log = logging.getLogger(__name__)
 MUTATING_VERBS = frozenset({"update", "release", "requeuehold"})
 MAX_CPUS_PER_GPU = 1024
 MAX_MEM_PER_GPU_MB = 64 * 1024 * 1024
+# The hook's tag on a job it held, and what the controller makes of it once released.
+HELD_TAG = "synergy.held=1"
+RELEASED_TAG = "synergy.held=0"
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.\-]{0,31}$")
+
+
+def _released(admin_comment: str) -> str:
+    """The admin comment with synergy's held tag turned into its released one."""
+    return ",".join(RELEASED_TAG if t == HELD_TAG else t for t in admin_comment.split(","))
 
 
 class NotEnforcing(PermissionError):
@@ -151,8 +160,13 @@ class SlurmWriter:
         return fields
 
     def read(self, job_id: int) -> dict[str, str]:
-        out = self.cli.run("scontrol", ["show", "job", "-o", str(int(job_id))])
-        records = [parse_kv_line(line) for line in out.strip().splitlines()]
+        """The job's state, reason, allocation and per-GPU shape under scontrol's keys
+        (JobId, JobState, Reason, AllocTRES, CpusPerTres, MemPerTres), read from ``squeue``
+        between tokens drawn for this read: ``scontrol show job -o`` text lets a job's name
+        or comment rewrite them (``squeue_text.WRITER_FIELDS``)."""
+        token = new_token()
+        out = self.cli.run("squeue", job_fields_args(job_id, token))
+        records = parse_job_fields(out, token)
         if not records:
             raise SlurmError(f"job {job_id} not found")
         # An array's id lists every task's record: the one with this very id is the
@@ -162,12 +176,40 @@ class SlurmWriter:
     def release(self, job_id: int) -> None:
         self.mutate(["release", str(int(job_id))])
 
+    def release_own(self, job: SlurmJob) -> None:
+        """Release a hold the hook made and clear its tag (``synergy.held=1`` becomes
+        ``synergy.held=0``): left set, the tag would make a later hold by an admin or the
+        job's user look like synergy's, and the next round, the fail-safe or a shutdown
+        would undo it. Released first: a cleared tag on a job still held would leave it
+        held with nobody to release it. A tag that cannot be cleared is logged; the
+        reason (JobHeldAdmin) still keeps an admin's hold from being taken for ours."""
+        self.release(job.job_id)
+        if HELD_TAG in job.admin_comment.split(","):
+            self._untag(job)
+
     # -- running jobs ---------------------------------------------------------------------
     def requeue_reshape(self, job: SlurmJob, shape: Shape, timeout_s: float = 60.0) -> None:
-        """Stop a running job, give it the new shape and let it start again."""
+        """Stop a running job, give it the new shape and let it start again. Never leaves
+        it held: tagged as synergy's hold first (``synergy.held=1``), so that a job whose
+        requeue fails after it stopped (an update Slurm refuses, a job COMPLETING longer
+        than ``timeout_s``) is released here, and where even that fails, by the next
+        round, the fail-safe or the controller's stop, as any hold the hook made."""
         if not job.requeue or not job.batch:
             raise Unsupported(f"job {job.job_id} may not be requeued")
-        self.mutate(["requeuehold", str(int(job.job_id))])
+        mine = self._tag_held(job)
+        try:
+            self.mutate(["requeuehold", str(int(job.job_id))])
+        except (SlurmError, ValueError):
+            self._untag(mine)
+            raise
+        try:
+            self._reshape_requeued(job, shape, timeout_s)
+        except BaseException:
+            self._release_after_failure(mine)
+            raise
+        self.release_own(mine)   # raises if it fails: the next round releases it
+
+    def _reshape_requeued(self, job: SlurmJob, shape: Shape, timeout_s: float) -> None:
         self.wait_state(job.job_id, "PENDING", timeout_s)
         time.sleep(1.0)  # an update sent in the first second after requeue can be lost
         args = self.shape_args(job, shape)
@@ -176,7 +218,37 @@ class SlurmWriter:
             args = [a if not a.startswith("NumCPUs=") else f"NumCPUs={n}-{n}" for a in args]
         self.mutate(["update", *args, "StartTime=now"])
         self.verify(job, shape)
-        self.release(job.job_id)
+
+    def _release_after_failure(self, job: SlurmJob) -> None:
+        """Release a requeued job whose new shape failed (it runs as it was); a release
+        that fails too is logged and left to the next round (the job carries synergy's
+        tag), and the first failure is what the caller sees."""
+        try:
+            self.release_own(job)
+        except (SlurmError, ValueError) as exc:
+            log.error("job %d requeued but not released (the next round releases it): %s",
+                      job.job_id, exc)
+
+    def _tag_held(self, job: SlurmJob) -> SlurmJob:
+        """Mark ``job`` as held by synergy (its admin comment gets ``synergy.held=1``);
+        the job as it is now tagged."""
+        tokens = [t for t in job.admin_comment.split(",") if t and t != RELEASED_TAG]
+        tagged = ",".join([*[t for t in tokens if t != HELD_TAG], HELD_TAG])
+        self.mutate(["update", f"JobId={int(job.job_id)}", f"AdminComment={tagged}"])
+        return replace(job, admin_comment=tagged)
+
+    def clear_held_tag(self, job: SlurmJob) -> None:
+        """Turn ``synergy.held=1`` into ``synergy.held=0`` on a job someone else released
+        (its user may release the hook's hold early): left set, a later hold of theirs
+        would look like synergy's. Logged, never raised."""
+        self._untag(job)
+
+    def _untag(self, job: SlurmJob) -> None:
+        try:
+            self.mutate(["update", f"JobId={int(job.job_id)}",
+                         f"AdminComment={_released(job.admin_comment)}"])
+        except (SlurmError, ValueError) as exc:
+            log.error("could not clear the held tag of %d: %s", job.job_id, exc)
 
     def lower_running_memory(self, job: SlurmJob, mem_per_gpu_mb: int,
                              timeout_s: float = 20.0) -> None:

@@ -216,7 +216,11 @@ def to_profile(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage],
     ranked.sort(key=lambda sc: (-sc[0], -sc[1].gpu_hours, sc[1].key))
     return [{"key": c.key, "gpu_hours": round(c.gpu_hours, 2), "jobs": len(c.jobs),
              "class": c.cls, "agree": round(c.agree, 2), "score": round(score, 2),
+             "users": list(c.users),
              "profile_run": f"synergy profile run --key {c.key} --gpus {c.gpus} --submit "
-                            "-- COMMAND",
+                            f"-- {c.command or 'COMMAND'}",
+             "command_from": "sacct's SubmitLine" if c.command else
+             f"not recorded: 'sacct -j {c.jobs[0]} -o SubmitLine' (23.02 and later) or "
+             f"ask {', '.join(c.users[:3])}{' ...' if len(c.users) > 3 else ''}",
              "sbatch": f"synergy-sbatch --profile-key {c.key} ..."}
             for score, c in ranked[:top]]

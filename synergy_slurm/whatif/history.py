@@ -35,18 +35,19 @@ from typing import Protocol
 
 from ..core import PerGpu, Profile, Resources, pick_profile
 from ..core.pools import Pool
+from ..decide import Change, Decision, JobFacts, opted_in_to_requeue, what_synergy_changes
 from ..errors import BadInputError
 from ..profiles.resolve import trusted
-from ..sim.engine import UNKNOWN_ITER_S, Occupancy
+from ..sim.config import Occupancy
+from ..sim.engine import UNKNOWN_ITER_S
 from ..sim.jobsets import CLASSES
 from ..sim.trace import TraceJob
 from ..slurm.sacct import HistoryJob
 from ..vocabulary import (
     KEY_RE,
     MB_PER_GB,
-    REQUEUE_OK_TOKEN,
+    OWN_SHAPE,
     comment_profile_key,
-    has_token,
     synergy_tags,
 )
 
@@ -150,6 +151,8 @@ class Replay:
     end: float = 0.0
     managed: int = 0
     profiles: dict[str, Profile] = field(default_factory=dict)
+    # What synergy changes about each job (decide.what_synergy_changes), by job id.
+    changes: dict[int, Decision] = field(default_factory=dict)
 
     @property
     def under_synergy(self) -> bool:
@@ -215,8 +218,10 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
             prof, how = guess(job, prof, how, mine, types)
         if prof is not None:
             out.profiles[prof.slot] = prof
+        decision = job_change(job, tags, prof is not None)
+        out.changes[job.job_id] = decision
         out.trace.append(_trace_job(job, finish, t0, pool, prof, tags, startup_s,
-                                    default_limit_s))
+                                    default_limit_s, decision.change))
         out.jobs[job.job_id] = job
         out.source[job.job_id] = how if prof is not None else "unknown"
         if job.state in FIXED_STATES:
@@ -224,8 +229,26 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
     return out
 
 
+def job_change(job: HistoryJob, tags: Mapping[str, str], profile_known: bool) -> Decision:
+    """What synergy changes (or changed) about a job of the history: the one rule
+    (``decide.what_synergy_changes``) on what accounting kept. Where the hook tagged the
+    job, its tag says what the hook decided (``synergy.managed=0``: left as submitted);
+    else the rule runs on the job's comment (opt-out) and, where sacct kept the submit
+    line, how it asked for its GPUs."""
+    if tags.get("managed") == "0":
+        own = OWN_SHAPE.get(tags.get("own", ""), "")
+        return Decision(Change.LEAVE, f"left as submitted by the hook ({own} sets the job's "
+                        "cores or memory itself)" if own else "left as submitted by the hook")
+    if tags.get("managed") == "1":
+        return Decision(Change.RESHAPE, "reshaped by its profile") if profile_known else \
+            Decision(Change.RELEASE, "profile unknown: released with the shape it has")
+    return what_synergy_changes(JobFacts(job.gpus, job.request, comment=job.comment,
+                                         profile_known=profile_known))
+
+
 def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Profile | None,
-               tags: Mapping[str, str], startup_s: float, default_limit_s: float) -> TraceJob:
+               tags: Mapping[str, str], startup_s: float, default_limit_s: float,
+               change: Change) -> TraceJob:
     assert job.start is not None
     fair = pool.cluster.fair
     elapsed = max(1.0, finish - job.start)
@@ -242,11 +265,11 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     return TraceJob(job.job_id, prof.slot if prof is not None else "", job.submit - t0,
                     max(1, round(work / WORK_UNIT_S)), job.gpus, job.priority,
                     user=job.user,
-                    requeue_ok=has_token(job.comment, REQUEUE_OK_TOKEN),
+                    requeue_ok=opted_in_to_requeue(job.comment),
                     partition=pool.partition, gpu_type=job.gpu_type or "",
                     time_limit_s=job.time_limit_s or default_limit_s,
                     share=None if tags.get("managed") == "1" else had, eligible=asked,
-                    work_s=work, startup_s=startup, fixed_s=fixed)
+                    work_s=work, startup_s=startup, fixed_s=fixed, change=str(change))
 
 
 def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:

@@ -21,7 +21,9 @@ import numpy as np
 
 from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
-from ..sim.engine import JobResult, SimConfig, SimResult, simulate
+from ..sim.config import SlurmConfig
+from ..sim.results import JobResult, SimResult
+from ..sim.simulate import simulate
 from ..vocabulary import MB_PER_GB
 from .history import HistoryError, Replay
 
@@ -143,17 +145,16 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
             **{name: (rp, allocator) for name, rp in (forecasts or {}).items()}}
     tasks = {}
     for name, (rp, alloc) in runs.items():
-        cfg = SimConfig(cluster, policy=policy, slurm_order=order, allocator=alloc,
-                        round_s=ctl.sched_s,
-                        restart_cost_s=ctl.restart_cost_s, preemptive=False,
-                        background=tuple(rp.background), pools=tuple(pools),
-                        requeue_budget=ctl.requeue_budget, requeue_opt_in=True,
-                        requeue_interval_s=ctl.requeue_interval_s,
-                        shrink_memory=ctl.shrink_memory,
-                        controller_interval_s=ctl.interval_s,
-                        release_delay_s=ctl.release_delay_s,
-                        lowers_pending=ctl.lowers_pending, hold_known=ctl.hold_known,
-                        hold_unknown=ctl.hold_unknown, caps=dict(caps or {}))
+        cfg = SlurmConfig(cluster, policy=policy, slurm_order=order, allocator=alloc,
+                          round_s=ctl.sched_s, restart_cost_s=ctl.restart_cost_s,
+                          background=tuple(rp.background), pools=tuple(pools),
+                          requeue_budget=ctl.requeue_budget, requeue_opt_in=True,
+                          requeue_interval_s=ctl.requeue_interval_s,
+                          shrink_memory=ctl.shrink_memory,
+                          controller_interval_s=ctl.interval_s,
+                          release_delay_s=ctl.release_delay_s,
+                          lowers_pending=ctl.lowers_pending, hold_known=ctl.hold_known,
+                          hold_unknown=ctl.hold_unknown, caps=dict(caps or {}))
         trace = sorted(rp.trace, key=lambda t: (t.arrival, t.job_id))
         tasks[name] = (trace, {**profiles, **rp.profiles}, cfg)
     workers = min(len(tasks), os.cpu_count() or 1)

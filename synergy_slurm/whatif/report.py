@@ -14,7 +14,7 @@ from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
 from ..slurm.sacct import HistoryJob
 from ..slurm.sacct_usage import UsageRead
-from . import forecast
+from . import forecast, summary
 from .history import Replay
 from .infer import infer_class
 from .replay import (
@@ -29,6 +29,11 @@ from .replay import (
     utilisation,
 )
 
+# One colour and one line style per run in every plot.
+_COLOURS = {"actual": "#222222", "plain": "#1f77b4", "synergy": "#d62728"}
+_LINES = {"actual": "-", "plain": "--", "synergy": ":"}
+_CHANGE_WORDS = {"reshape": "reshaped by a profile", "release": "released as they are "
+                 "(profile unknown)", "leave": "left as submitted"}
 # Jobs listed one by one in the report's usage (the plot shows them all).
 MAX_JOBS = 200
 ROWS = (("jobs", "jobs"), ("unfinished", "unfinished"), ("mean wait (h)", "wait_mean_h"),
@@ -43,9 +48,8 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
     plain, syn, actual = overall["plain"], overall["synergy"], overall["actual"]
     ran = "synergy" if replay.under_synergy else "plain"
     other = "plain" if ran == "synergy" else "synergy"
-    # What happened against the replay of the other: the gain an admin would have had
-    # (or had) from synergy, by Slurm's own records on one side.
-    before, after = (actual, syn) if ran == "plain" else (plain, actual)
+    # Where synergy ran: what happened against the replay without it (summary.headline).
+    before, after = (plain, actual) if ran == "synergy" else (plain, syn)
     return {
         "source": source,
         "window": [_iso(replay.t0), _iso(replay.end)],
@@ -72,12 +76,12 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
         "left_out": dict(sorted(replay.left_out.items())),
         "notes": dict(sorted(replay.notes.items())),
         "skipped_records": skipped, "skipped_reasons": skipped_reasons,
-        "headline": {"before": "actual" if ran == "plain" else "plain",
-                     "after": "synergy" if ran == "plain" else "actual",
-                     "makespan": _ratio(before["makespan_h"], after["makespan_h"]),
+        "measured": {"makespan": _ratio(before["makespan_h"], after["makespan_h"]),
                      "jct_mean": _ratio(before["jct_mean_h"], after["jct_mean_h"]),
                      "jct_p99": _ratio(before["jct_p99_h"], after["jct_p99_h"]),
-                     "wait_mean_h": _diff(after["wait_mean_h"], before["wait_mean_h"])},
+                     "forecast_makespan": _ratio(plain["makespan_h"], syn["makespan_h"])},
+        "changes": dict(sorted(Counter(str(d.change) for d in replay.changes.values())
+                               .items())),
         "fidelity": fidelity(outcome, ran),
         "other": other,
         "overall": overall,
@@ -92,6 +96,31 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
            for g in (*GROUPS, "size")},
         "wall_s": round(outcome.plain.wall_s + outcome.synergy.wall_s, 2),
     }
+
+
+def first_screen(doc: dict, replay: Replay, cluster: ClusterState, release_read: bool
+                 ) -> dict:
+    """The answer, how far to trust it, the warnings and what to do next (summary.py);
+    call once the forecasts are in ``doc``."""
+    ran = doc["ran"]
+    head = summary.headline(ran, doc.get("forecast") or {}, doc["measured"], doc["replayed"])
+    actual = doc["overall"]["actual"]
+    t = summary.trust(doc["fidelity"], actual, doc["overall"][ran])
+    used, peak = summary.nodes_and_peak(list(replay.jobs.values()),
+                                        {s.name for s in cluster.servers})
+    warned = summary.warnings(t, actual["jct_mean_h"], used, len(cluster.servers), peak,
+                              cluster.total.gpus, release_read, doc["skipped_reasons"])
+    return {"headline": head, "trust": t, "warnings": [w.as_dict() for w in warned],
+            "next": summary.next_steps(doc.get("keys_to_profile") or [], bool(warned))}
+
+
+def first_lines(doc: dict) -> list[str]:
+    """The first screen as text."""
+    lines = [*summary.headline_text(doc["headline"]), *summary.trust_text(doc["trust"])]
+    for w in doc["warnings"]:
+        lines += [f"WARNING: {w['what']}", f"  check: {w['check']}"]
+    lines += ["Next:", *(f"  {i}. {s}" for i, s in enumerate(doc["next"], start=1))]
+    return lines
 
 
 def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
@@ -180,35 +209,19 @@ def _usage_lines(doc: dict) -> list[str]:
         lines.append("Keys to profile next (no profile yet; GPU-hours x what profiling "
                      "could show; class from use):")
         for k in doc["keys_to_profile"]:
-            lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs, "
+            lines += [f"  {k['key']}: {k['gpu_hours']:g} GPU-h in {k['jobs']} jobs of "
+                      f"{_users(k['users'])}, "
                       + (f"looks {k['class']} ({k['agree']:.0%} of its GPU-hours)"
                          if k["class"] else "class unknown"),
-                      f"    {k['profile_run']}", f"    then: {k['sbatch']}"]
+                      f"    {k['profile_run']}", f"    (command: {k['command_from']})",
+                      f"    then: {k['sbatch']}"]
     return lines
-
-
-def _lead(doc: dict) -> str:
-    h = doc["headline"]
-    if doc["ran"] == "plain":
-        return ("What happened (plain Slurm, from its records) against synergy's replay: "
-                f"makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, p99 JCT "
-                f"{_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
-    return ("What happened (synergy ran, from Slurm's records) against the replay "
-            f"without it: makespan {_x(h['makespan'])}, mean JCT {_x(h['jct_mean'])}, "
-            f"p99 JCT {_x(h['jct_p99'])} shorter; mean wait {_signed_h(h['wait_mean_h'])}")
 
 
 def as_text(doc: dict) -> str:
     c = doc["cluster"]
-    f = doc["fidelity"]
-    lead = _lead(doc)
     lines = [f"synergy whatif: {doc['replayed']} GPU jobs replayed from {doc['source']}, "
-             f"{doc['window'][0]} .. {doc['window'][1]}", "", lead,
-             f"Fidelity (the {f['of']} replay against what really happened): makespan "
-             f"{_pct(f['makespan'])}, mean JCT {_pct(f['jct_mean'])}, p99 JCT "
-             f"{_pct(f['jct_p99'])}, mean wait {f['wait_mean_h']:+.3f} h",
-             f"Replay against replay: synergy {doc['gain']['jct_mean']}x shorter mean JCT, "
-             f"{doc['gain']['makespan']}x shorter makespan", "",
+             f"{doc['window'][0]} .. {doc['window'][1]}", "", *first_lines(doc), "",
              f"cluster: {c['servers']} servers, {c['gpus']} GPUs, {c['cpus']} cores, "
              f"{c['mem_gb']:g} GB; partitions " + ", ".join(
                  f"{p['name'] or '-'} ({p['gpus']} GPUs, {p['cpus_per_gpu']} cores + "
@@ -220,9 +233,11 @@ def as_text(doc: dict) -> str:
              "model: " + ", ".join(f"{k} {v}" for k, v in doc["model"].items()),
              f"requeues: {doc['requeues']} in the synergy replay, of the "
              f"{doc['requeue_ok']} jobs that opted in (synergy:requeue-ok)"]
-    if doc["profiles"].get("unknown"):
-        lines.append("  (unknown jobs run proportional in both replays: synergy changes "
-                     "nothing for them)")
+    if doc.get("changes"):
+        lines.append("what synergy changes: " + ", ".join(
+            f"{n} {_CHANGE_WORDS.get(k, k)}" for k, n in doc["changes"].items())
+            + " (jobs left or released keep the cores and memory they had, in both "
+            "replays)")
     for title, d in (("left out", doc["left_out"]), ("notes", doc["notes"]),
                      ("skipped records", doc["skipped_reasons"])):
         for reason, n in d.items():
@@ -259,7 +274,7 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
     e = html.escape
     parts = [f"<h1>synergy whatif</h1><p>{doc['replayed']} GPU jobs replayed from "
              f"{e(doc['source'])}, {e(doc['window'][0])} .. {e(doc['window'][1])}</p>",
-             f"<p><b>{e(_lead(doc))}</b></p>"]
+             *_html_first_screen(doc)]
     parts += _html_results(doc) + _html_site(doc)
     parts += [f'<p><img alt="{n}" src="data:image/png;base64,{b}"></p>'
               for n, b in images.items()]
@@ -267,11 +282,33 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
                  "</details>")
     style = ("body{font-family:sans-serif;max-width:70em}table{border-collapse:collapse;"
              "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:2px 8px;"
-             "text-align:left}")
+             "text-align:left}.answer{font-size:1.4em;font-weight:bold}"
+             "#answer p,#trust p{margin:.3em 0}#warnings,#next{font-size:.95em}"
+             "#warnings h2,#next h2{font-size:1.1em;margin:.4em 0}#warnings li{margin:.1em 0}"
+             "#warnings{background:#fff3cd;border:1px solid #e0b000;padding:0 1em;"
+             "margin:.5em 0}")
     path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>synergy "
                     f"whatif</title><style>{style}</style></head><body>{''.join(parts)}"
                     "</body></html>\n")
     return [*(str(path.parent / n) for n in images), str(path)]
+
+
+def _html_first_screen(doc: dict) -> list[str]:
+    """The answer, how far to trust it, the warnings and the next steps, above the rest."""
+    e = html.escape
+    head = summary.headline_text(doc["headline"])
+    parts = [f'<div id="answer"><p class="answer">{e(head[0])}</p>'
+             + "".join(f"<p>{e(x.strip())}</p>" for x in head[1:]) + "</div>",
+             '<div id="trust">' + "".join(f"<p>{e(x.strip())}</p>"
+                                          for x in summary.trust_text(doc["trust"]))
+             + "</div>"]
+    if doc["warnings"]:
+        parts.append('<div id="warnings"><h2>Warnings</h2><ul>' + "".join(
+            f"<li><b>{e(w['what'])}</b>: {e(w['check'])}</li>" for w in doc["warnings"])
+            + "</ul></div>")
+    parts.append('<div id="next"><h2>Next</h2><ol>'
+                 + "".join(f"<li>{e(x)}</li>" for x in doc["next"]) + "</ol></div>")
+    return parts
 
 
 def _html_results(doc: dict) -> list[str]:
@@ -320,11 +357,12 @@ def _html_site(doc: dict) -> list[str]:
               "; ".join(f"{n} {why}" for why, n in u["unknown"].items())]]))
     if doc.get("keys_to_profile"):
         parts.append(_html_table(
-            "Keys to profile next", ["key", "GPU-hours", "jobs", "class (agree)",
-                                     "profile it", "then submit with"],
-            [[k["key"], f"{k['gpu_hours']:g}", k["jobs"],
+            "Keys to profile next", ["key", "GPU-hours", "jobs", "users", "class (agree)",
+                                     "profile it", "command", "then submit with"],
+            [[k["key"], f"{k['gpu_hours']:g}", k["jobs"], _users(k["users"]),
               f"{k['class']} ({k['agree']:.0%})" if k["class"] else "unknown",
-              k["profile_run"], k["sbatch"]] for k in doc["keys_to_profile"]]))
+              k["profile_run"], k["command_from"], k["sbatch"]]
+             for k in doc["keys_to_profile"]]))
     nr = doc.get("not_reshaped")
     if nr and nr["gpu_hours"]:
         parts.append(_html_table(f"Not reshaped by synergy: {nr['share']:.1%} of GPU-hours",
@@ -359,22 +397,25 @@ def _plots(outcome: Outcome, where, usage: UsageRead | None) -> dict[str, str]:
         jct = sorted((t.end - t.arrival) / 3600 for t in outcome.times(w).values()
                      if t.end is not None)
         if jct:
-            ax.plot(jct, [(i + 1) / len(jct) for i in range(len(jct))], label=w)
+            ax.step(jct, [(i + 1) / len(jct) for i in range(len(jct))], where="post",
+                    label=w, color=_COLOURS[w], linestyle=_LINES[w], linewidth=1.6)
     ax.set_xscale("log")
-    ax.set_xlabel("JCT (hours)")
+    ax.set_xlabel("JCT (hours, from submission)")
     ax.set_ylabel("fraction of jobs")
     ax.legend()
     ax.set_title("JCT CDF")
     images["jct_cdf.png"] = _save(fig, where / "jct_cdf.png", plt)
+    # Finished jobs per day: the three runs' bars side by side (lines on top of each
+    # other were one line).
     fig, ax = plt.subplots(figsize=(6, 4))
-    for w in RUNS:
-        days: dict[int, int] = {}
-        for t in outcome.times(w).values():
-            if t.end is not None:
-                days[int(t.end // 86400)] = days.get(int(t.end // 86400), 0) + 1
-        if days:
-            xs = sorted(days)
-            ax.plot(xs, [days[x] for x in xs], marker="o", label=w)
+    per_run = {w: Counter(int(t.end // 86400) for t in outcome.times(w).values()
+                          if t.end is not None) for w in RUNS}
+    width = 0.8 / len(RUNS)
+    for i, w in enumerate(RUNS):
+        days = per_run[w]
+        xs = sorted(days)
+        ax.bar([x + (i - (len(RUNS) - 1) / 2) * width for x in xs], [days[x] for x in xs],
+               width=width, label=w, color=_COLOURS[w])
     ax.set_xlabel("day of the window")
     ax.set_ylabel("jobs finished")
     ax.legend()
@@ -418,8 +459,12 @@ def _diff(a: float, b: float) -> float | None:
     return round(a - b, 4)
 
 
+def _users(users: Sequence[str]) -> str:
+    return ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+
+
 def _x(r: float | None) -> str:
-    return "n/a" if r is None else f"{r}x"
+    return summary.ratio_words(r)
 
 
 def _signed_h(d: float | None) -> str:

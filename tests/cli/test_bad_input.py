@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from synergy_slurm.cli import sbatch_cmd
 from synergy_slurm.cli.main import main
+from synergy_slurm.shipped import SHIPPED_PROFILES
 
 # (command path, arguments). {tmp}: an empty directory, the working directory of the run;
 # {bad_toml}, {not_db}, {not_json}, {not_profiles}, {script}: files made there first.
@@ -96,6 +97,19 @@ CASES: list[tuple[str, list[str]]] = [
     ("synergy-sbatch", ["--template", "nosuch"]),
     ("synergy-sbatch", ["--var", "A=1", "{script}"]),
     ("synergy-sbatch", ["--explain", "--config", "{bad_toml}", "{script}"]),
+    # Inputs that were taken without a word (issue 45, item 7).
+    ("profile import", ["--store", "{tmp}/typo/dir/p.db", "{profiles}"]),
+    ("synergy-sbatch", ["--dry-run", "--dataset-size", "99999999999999999999999T",
+                        "{script}"]),
+    ("hook explain", ["--table", "{table}", "--", "--gpus=99999999999999999999", "job.sh"]),
+    ("hook explain", ["--table", "{table}", "--", "--gpus=1", "--mem-per-gpu=10XB",
+                      "job.sh"]),
+    ("hook explain", ["--table", "{table}", "--", "--gpus=1",
+                      "--cpus-per-gpu=99999999999", "job.sh"]),
+    ("whatif", ["--from", "{not_json}", "--assume-mix", "90,90,90"]),
+    ("synergy-sbatch", ["--explain", "--gpus=1"]),
+    ("hook install", ["--conf-dir", 'etc"3']),
+    ("hook install", ["--conf-dir", "etc3"]),
 ]
 
 
@@ -125,9 +139,27 @@ def files(tmp: Path) -> dict[str, str]:
     plain.mkdir()
     (plain / "keep").write_text("not a dev cluster")
     return {"tmp": str(tmp), "bad_toml": str(tmp / "bad.toml"), "not_db": str(tmp / "not.db"),
+            "profiles": str(SHIPPED_PROFILES), "table": _fresh_table(),
             "not_json": str(tmp / "not.json"),
             "not_profiles": str(tmp / "not_profiles.json"),
             "not_profiles_dir": str(plain), "script": str(tmp / "job.sh")}
+
+
+def _fresh_table() -> str:
+    """A fresh hook table outside the run's directory (so that explain gets as far as
+    saying it "manages" a job), made once per session."""
+    import tempfile
+    import time
+
+    from synergy_slurm.config import HookSection
+    from synergy_slurm.hook.export import build_table
+    from synergy_slurm.profiles import load_profiles
+
+    path = Path(tempfile.gettempdir()) / f"synergy-test-table-{os.getuid()}-{os.getpid()}"
+    table = build_table(HookSection(max_age_s=3600), load_profiles(SHIPPED_PROFILES), 32,
+                        256000, 8, time.time())
+    table.write(path)
+    return str(path)
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -199,3 +231,68 @@ def test_help_and_notes_say_what_the_commands_do(tmp_path):
     res = CliRunner().invoke(sbatch_main, ["--profile-key", "bad key!", "x.sh"],
                              prog_name="synergy-sbatch")
     assert res.exit_code == 2 and "synergy-sbatch --synergy-help" in res.output
+
+
+def test_a_round_without_slurm_says_its_error_once(tmp_path):
+    """`controller run --once --dry-run` with no Slurm on PATH: the error was logged by the
+    controller and printed again by the command; now the command alone says it. Run as a
+    process, as an admin does: the log goes to the process's stderr."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "synergy.toml"
+    cfg.write_text(f'[controller]\nstate_db = "{tmp_path}/state.db"\n'
+                   f'audit_log = "{tmp_path}/audit.jsonl"\n')
+    env = {**os.environ, "PATH": "/nonexistent"}
+    res = subprocess.run([sys.executable, "-m", "synergy_slurm", "controller", "run",
+                          "--once", "--dry-run", "--config", str(cfg)],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert res.returncode == 1, res
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines() if "not found" in ln]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), (res.stdout, res.stderr)
+
+
+def test_a_mix_that_does_not_sum_to_100_is_refused():
+    """--assume-mix 90,90,90 (270%) was taken as given; a mix is refused, not normalised
+    quietly, unless it sums to 100 (rounding of a half point allowed)."""
+    from synergy_slurm.cli.whatif_cmd import _assumed_mix
+
+    with pytest.raises(click.BadParameter, match="sums to 270%"):
+        _assumed_mix("90,90,90")
+    with pytest.raises(click.BadParameter, match="sums to 99%"):
+        _assumed_mix("20,70,9")
+    assert _assumed_mix("33.3,33.3,33.4") == [33.3, 33.3, 33.4]
+    assert _assumed_mix("20,70,10") == [20, 70, 10]
+
+
+def test_config_check_lists_every_problem_in_one_run(tmp_path):
+    """A missing profiles file was reported only once the file's other errors were fixed."""
+    cfg = tmp_path / "synergy.toml"
+    cfg.write_text(f'[profiles]\nfile = "{tmp_path}/missing.json"\n[controller]\n'
+                   f'policy = "bogus"\n[hook]\ndir = "{tmp_path}/nodir"\nmax_age_s = "x"\n')
+    res = CliRunner().invoke(main, ["config", "check", "--config", str(cfg)])
+    assert res.exit_code == 2
+    errors = res.stderr.splitlines()
+    assert all(e.startswith("Error: ") for e in errors)
+    for what in ("policy = 'bogus'", "max_age_s", "missing.json': no such file",
+                 "nodir': no such directory"):
+        assert sum(what in e for e in errors) == 1, (what, errors)
+
+
+def test_hook_install_refuses_a_relative_conf_dir(tmp_path, monkeypatch):
+    """--conf-dir etc3 printed dofile("etc3/synergy.lua"): slurmctld, which does not run
+    in the admin's directory, would find no such file. Refused, as a relative --state-dir
+    is; an absolute one gives the line with absolute paths."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "etc3").mkdir()
+    (tmp_path / "etc3" / "job_submit.lua").write_text("return slurm.SUCCESS\n")
+    cfg = tmp_path / "synergy.toml"
+    cfg.write_text('[hook]\nstate_dir = "/var/lib/synergy"\n')
+    res = CliRunner().invoke(main, ["hook", "install", "--config", str(cfg), "--conf-dir",
+                                    "etc3"])
+    assert res.exit_code == 2 and 'dofile("etc3' not in res.output, res.output
+    assert res.stderr.startswith("Error: --conf-dir 'etc3': must be an absolute path")
+    res = CliRunner().invoke(main, ["hook", "install", "--config", str(cfg), "--conf-dir",
+                                    str(tmp_path / "etc3")])
+    assert res.exit_code == 0, res.output
+    assert f'dofile("{tmp_path}/etc3/synergy.lua").chain("/var/lib/synergy")' in res.output

@@ -78,18 +78,41 @@ def test_each_type_is_profiled_on_its_own_nodes(paper_profiles, spool):
 
 
 def test_a_stale_profile_is_profiled_again_once(paper_profiles, spool):
-    """The closed loop found k@a100 far off a job's progress: its key is profiled again on
-    that type (the old profile serves meanwhile), once per retry_after_s."""
+    """The closed loop found k@a100 (measured for the job's user) far off a job's
+    progress: its key is profiled again on that type (the old profile serves meanwhile),
+    once per retry_after_s. A stale site-wide or other user's profile is not the user's
+    to replace: not profiled again for them."""
     ap, writer = profiler(spool, "enforce")
     on_a100 = replace(paper_profiles["shufflenet"], key="k", gpu_type="a100")
     known = {on_a100.slot: on_a100}
     snap = Snapshot((), (), (), "26.05.5")
     assert ap.round(snap, [job(1, "a100")], known, types_of, now=100.0) == []
+    for owners in ({}, {"k@a100": "someone-else"}):
+        assert ap.round(snap, [job(1, "a100")], known, types_of, now=200.0,
+                        stale=frozenset({"k@a100"}), owners=owners) == []
     events = ap.round(snap, [job(1, "a100")], known, types_of, now=200.0,
-                      stale=frozenset({"k@a100"}))
+                      stale=frozenset({"k@a100"}), owners={"k@a100": USER})
     assert [(e.key, e.what) for e in events] == [("k@a100", "submitted")]
     assert "--gpus=a100:2" in writer.submitted[0]
     ap.state.note_profiling("k@a100", status="stored", finished=300.0)
     again = ap.round(snap, [job(1, "a100")], known, types_of, now=400.0,
-                     stale=frozenset({"k@a100"}))
+                     stale=frozenset({"k@a100"}), owners={"k@a100": USER})
     assert [e for e in again if e.what == "submitted"] == []   # within retry_after_s
+
+
+def test_the_profiling_job_gets_a_clean_environment(paper_profiles, spool, monkeypatch):
+    """Issue 43, item 10: the profiling job runs the user's script; submitted with
+    sbatch's default --export=ALL it inherited the controller's (root's) environment.
+    Now --export=NONE, and the runner sets what the job needs from the user's passwd
+    entry, nothing from the controller's environment."""
+    import pwd
+
+    monkeypatch.setenv("SYNERGY_T_CONTROLLER_ONLY", "leaked")
+    ap, writer = profiler(spool, "enforce")
+    [ev] = ap.round(Snapshot((), (), (), "26.05.5"), [job(1, "a100")], {}, types_of,
+                    now=100.0)
+    assert ev.what == "submitted" and "--export=NONE" in writer.submitted[0]
+    runner = (spool / "k-a100-1" / "run.sh").read_text()
+    pw = pwd.getpwnam(USER)
+    assert f"HOME={pw.pw_dir}" in runner and f"USER={pw.pw_name}" in runner
+    assert "SYNERGY_T_CONTROLLER_ONLY" not in runner and 'exec "$@"' in runner

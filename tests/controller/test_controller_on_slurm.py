@@ -245,7 +245,7 @@ def test_running_jobs_unneeded_memory_goes_to_a_waiting_job(env):
     """26.05: a running gnmt job that asked for most of n1's memory runs as fast with
     20.83 GB; the controller lowers it in place and the job waiting for n1's memory
     starts, while the gnmt job runs on unrestarted. (Earlier releases cannot:
-    tests/slurm/test_release_facts.py::test_lowering_a_running_jobs_memory.)"""
+    tests/slurm/test_release_facts_on_slurm.py::test_lowering_a_running_jobs_memory.)"""
     cli, tmp = env["cli"], env["tmp"]
     if not SlurmReader(cli).release.lowers_running_memory:
         pytest.skip(f"Slurm {SlurmReader(cli).release} cannot lower a running job's memory")
@@ -406,7 +406,7 @@ def test_a_measured_profile_far_off_a_jobs_progress_is_stale(env):
     """The job reports its progress (SYNERGY_PROGRESS_DIR, as synergy-sbatch exports it):
     about 200 samples/s where its measured profile predicts 1000. The closed loop reads
     it, and the profile is found stale (audit log; with automatic profiling off, not
-    profiled again)."""
+    profiled again; site-wide, it is an admin's to profile again)."""
     from synergy_slurm.profiles.build import build_profile
     from synergy_slurm.profiles.store import ProfileStore
 
@@ -439,4 +439,4 @@ def test_a_measured_profile_far_off_a_jobs_progress_is_stale(env):
           f"predicted; stale after {time.monotonic() - t0:.0f} s")
     assert 100 < row["throughput"] < 300 and row["predicted"] == 1000
     assert stale and stale[0]["after"]["profile_key"] == "slowkey"
-    assert "set [profiling] auto" in stale[0]["result"]
+    assert "an admin re-profiles it" in stale[0]["result"]

@@ -12,6 +12,7 @@ from synergy_slurm.cli.sbatch_cmd import progress_env
 from synergy_slurm.controller.usage import PROGRESS_TAIL_BYTES, read_progress, stale_slots
 from synergy_slurm.core.usage import UsageRule
 
+ME = os.getuid()
 
 def write(path, lines):
     path.write_text("".join(f"{t} {n}\n" for t, n in lines))
@@ -19,31 +20,48 @@ def write(path, lines):
 
 def test_the_recent_throughput_of_the_latest_run(tmp_path):
     write(tmp_path / "7.progress", [(100 + i, 50) for i in range(10)])
-    assert read_progress(str(tmp_path), 7) == pytest.approx(50.0)
+    assert read_progress(str(tmp_path), 7, ME) == pytest.approx(50.0)
     # A restart (a new process's clock starts lower): only the new run counts.
     write(tmp_path / "8.progress", [(1000 + i, 50) for i in range(10)] +
           [(5 + 2 * i, 50) for i in range(6)])
-    assert read_progress(str(tmp_path), 8) == pytest.approx(25.0)
+    assert read_progress(str(tmp_path), 8, ME) == pytest.approx(25.0)
     # Only the last two minutes.
     write(tmp_path / "9.progress", [(i, 10) for i in range(100)] +
           [(100 + i, 100) for i in range(200)])
-    assert read_progress(str(tmp_path), 9) == pytest.approx(100.0)
+    assert read_progress(str(tmp_path), 9, ME) == pytest.approx(100.0)
 
 
 def test_bad_or_thin_progress_reads_as_none(tmp_path):
-    assert read_progress(str(tmp_path), 1) is None                      # no file
+    assert read_progress(str(tmp_path), 1, ME) is None                      # no file
     write(tmp_path / "2.progress", [(1, 5), (2, 5)])
-    assert read_progress(str(tmp_path), 2) is None                      # too few steps
+    assert read_progress(str(tmp_path), 2, ME) is None                      # too few steps
     (tmp_path / "3.progress").write_text("garbage\n1 x\nnan 4\n" +
                                          "".join(f"{i} 10\n" for i in range(8)))
-    assert read_progress(str(tmp_path), 3) == pytest.approx(10.0)       # garbage skipped
+    assert read_progress(str(tmp_path), 3, ME) == pytest.approx(10.0)       # garbage skipped
     secret = tmp_path / "secret"
     write(secret, [(i, 1) for i in range(10)])
     os.symlink(secret, tmp_path / "4.progress")
-    assert read_progress(str(tmp_path), 4) is None                      # no symlinks
+    assert read_progress(str(tmp_path), 4, ME) is None                      # no symlinks
     big = tmp_path / "5.progress"
     write(big, [(i * 0.01, 1) for i in range(PROGRESS_TAIL_BYTES)])
-    assert read_progress(str(tmp_path), 5) == pytest.approx(100.0, rel=0.01)
+    assert read_progress(str(tmp_path), 5, ME) == pytest.approx(100.0, rel=0.01)
+
+
+def test_only_the_jobs_own_regular_file_counts(tmp_path):
+    """The directory is everyone's (1777) and job ids are predictable: user B's file
+    named after A's job is not A's progress (B could mark A's profile stale); a FIFO,
+    a device or a link is not read, and reading one does not block."""
+    import time
+
+    write(tmp_path / "11.progress", [(100 + i, 50) for i in range(10)])
+    assert read_progress(str(tmp_path), 11, ME) == pytest.approx(50.0)
+    assert read_progress(str(tmp_path), 11, ME + 1) is None        # someone else's file
+    os.mkfifo(tmp_path / "12.progress")
+    os.symlink("/dev/zero", tmp_path / "13.progress")
+    t0 = time.monotonic()
+    assert read_progress(str(tmp_path), 12, ME) is None
+    assert read_progress(str(tmp_path), 13, ME) is None
+    assert time.monotonic() - t0 < 1.0
 
 
 def test_a_measured_profile_far_off_progress_is_stale():

@@ -26,7 +26,7 @@ from ..slurm.helpers import cancel_all, submit, wait_file, wait_for
 
 pytestmark = pytest.mark.slurm
 PORT = slot_port(16977)
-DUMP = Path(__file__).resolve().parents[1] / "slurm" / "pyslurm_dump.py"
+DUMP = Path(__file__).resolve().parents[2] / "scripts" / "record" / "pyslurm_dump.py"
 REPORT = 'echo "cpus=$SLURM_CPUS_ON_NODE node=$SLURMD_NODENAME"'
 # The jobs the parser's fixtures cover, on the mixed cluster (A100 and H100 nodes).
 KINDS = {

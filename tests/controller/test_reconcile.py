@@ -55,7 +55,7 @@ def test_classification_reasons():
     cfg = Config()
     assert classify(job(1), cfg, frozenset()).managed
     cases = {
-        "no GPUs": job(2, gpus=0, gpus_per_job=None),
+        "not a GPU job": job(2, gpus=0, gpus_per_job=None),
         "partition cpu not managed": job(3, partition="cpu"),
         "user opted out": job(4, user="alice"),
         "job opted out": job(5, comment="synergy:off"),

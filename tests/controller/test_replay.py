@@ -1,6 +1,6 @@
 """`synergy controller snapshot` and `replay`: a round planned on Slurm's saved output,
-changing nothing. On recorded output (a 22.05 queue with a job the hook held), and on the
-live cluster, where the replay plans what a dry run of the controller plans."""
+changing nothing, on recorded output (a 22.05 queue with a job the hook held); on the live
+cluster: test_replay_on_slurm.py."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_a_replay_lists_the_plan_and_the_changes_and_writes_nothing(snapshot_dir
                                "before": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
                                "after": {"cpus_per_gpu": 12, "mem_per_gpu_mb": 125000},
                                "reason": "ideal share, speedup 2.94x"}]
-    assert out["slurm_changes"] == ["reshape 4 12c/125000MB", "release 4"]
+    assert out["slurm_changes"] == ["reshape 4 12c/125000MB", "release 4", "untag 4"]
     # The site's state, audit log, hook table and profile store: none written.
     assert not (tmp_path / "site-state").exists()
     text = CliRunner().invoke(main, ["controller", "replay", "--config", str(site_config),
@@ -87,39 +87,3 @@ def test_a_damaged_snapshot_is_bad_input(snapshot_dir, site_config, spoil, messa
     assert message in res.output and "Traceback" not in res.output
 
 
-@pytest.mark.slurm
-def test_a_live_snapshot_replays_to_the_plan_a_dry_run_makes(env):
-    from ..slurm.helpers import job_fields, submit
-    from .test_controller_on_slurm import fresh_table, held_ids
-
-    fresh_table(env)
-    cli, tmp = env["cli"], env["tmp"]
-    high = submit(cli, "true", "--gpus=1", "--comment=synergy:profile=alexnet",
-                  "-o", "/dev/null", tmp=tmp)
-    low = submit(cli, "true", "--gpus=2", "--comment=synergy:profile=gnmt",
-                 "-o", "/dev/null", tmp=tmp)
-    assert sorted(held_ids(cli)) == sorted([high, low])
-    keys = ("JobState", "Priority", "CpusPerTres", "MemPerTres", "NumCPUs")
-    before = {j: {k: job_fields(cli, j).get(k) for k in keys} for j in (high, low)}
-    cfg = str(env["cfg_path"])
-    snap = tmp / "snap"
-    res = CliRunner().invoke(main, ["controller", "snapshot", "--config", cfg, str(snap)])
-    assert res.exit_code == 0, res.output
-    assert (snap / recording.JOBS).is_file() and (snap / recording.TAKEN).is_file()
-    replayed = CliRunner().invoke(main, ["controller", "replay", "--config", cfg,
-                                         "--format", "json", str(snap)])
-    assert replayed.exit_code == 0, replayed.output
-    dry = CliRunner().invoke(main, ["controller", "run", "--config", cfg, "--once",
-                                    "--dry-run", "--format", "json"])
-    assert dry.exit_code == 0, dry.output
-    out = json.loads(replayed.stdout)
-    # The same plan (the actions' order follows the reader's order of the jobs: the
-    # snapshot is squeue --json, the dry run reads with [slurm] reader).
-    by_job = lambda acts: sorted(acts, key=lambda a: a["job_id"])  # noqa: E731
-    assert by_job(out["actions"]) == by_job(json.loads(dry.stdout))
-    assert {a["job_id"] for a in out["actions"]} == {high, low}
-    assert f"release {high}" in out["slurm_changes"]
-    assert f"release {low}" in out["slurm_changes"]
-    # Neither the replay nor the dry run sent anything: both jobs are as they were.
-    assert sorted(held_ids(cli)) == sorted([high, low])
-    assert {j: {k: job_fields(cli, j).get(k) for k in keys} for j in (high, low)} == before

@@ -68,7 +68,7 @@ def audit(tmp_path) -> list[dict]:
 def test_enforce_shapes_and_releases_a_held_job_and_records_it(tmp_path, profiles_path):
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)))
     res = ctl.run_round()
-    assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5)]
+    assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5), ("untag", 5)]
     assert res.results == {5: Outcome(Result.DONE)} and res.errors == 0 and res.managed == 1
     row = ctl.state.jobs()[0]
     assert (row["job_id"], row["planned_cpus"], row["planned_mem_mb"]) == (5, 12, 125000)
@@ -92,18 +92,31 @@ def test_observe_plans_and_records_but_sends_nothing(tmp_path, profiles_path):
     assert not (tmp_path / TABLE_NAME).exists()       # only an enforcing controller holds
 
 
+@pytest.mark.parametrize("mode, calls", [("enforce", [("untag", 7)]), ("observe", [])])
+def test_a_job_released_by_someone_else_loses_synergys_held_tag(tmp_path, profiles_path,
+                                                                 mode, calls):
+    """Its user released the hook's hold early and it runs: the tag goes (enforce only),
+    so a later hold of the user's is never taken for synergy's (issue 43, item 3)."""
+    ran = job(7, state="RUNNING", priority=100, reason="None", nodes=("n1",),
+              alloc=(NodeAlloc("n1", 3, 62500, 1),))
+    ctl, writer = controller(tmp_path, profiles_path, snapshot(ran), mode=mode)
+    ctl.run_round()
+    assert [c for c in writer.calls if c[0] == "untag"] == calls
+
+
 def test_a_held_job_it_does_not_manage_is_released(tmp_path, profiles_path):
     stray = job(6, gpus_per_job=None, gpus_per_task=1, gpus=2, num_tasks=2, comment="")
     ctl, writer = controller(tmp_path, profiles_path, snapshot(stray))
     res = ctl.run_round()
-    assert writer.calls == [("release", 6)] and res.skipped[6].startswith("--gpus-per-task")
+    assert writer.calls == [("release", 6), ("untag", 6)]
+    assert res.skipped[6].startswith("--gpus-per-task")
     assert "not managed" in audit(tmp_path)[0]["reason"]
 
 
 def test_a_failed_shape_still_releases_and_counts_an_error(tmp_path, profiles_path):
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), fail={"reshape"})
     res = ctl.run_round()
-    assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5)]
+    assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5), ("untag", 5)]
     assert res.errors == 1 and str(res.results[5]).startswith("error: simulated reshape")
 
 
@@ -199,14 +212,14 @@ def test_the_site_limits_are_read_once_per_max_age_and_again_after_sighup(tmp_pa
     ctl.reader.site = None                          # the admin lifts the limit
     now[0] += LIMITS_MAX_AGE_S - 1
     ctl.run_round()
-    assert writer.calls[-2] == ("reshape", 5, Shape(8, 125000)) and reads == [NOW]
+    assert writer.calls[-3] == ("reshape", 5, Shape(8, 125000)) and reads == [NOW]
     now[0] += 1
     ctl.run_round()
-    assert writer.calls[-2] == ("reshape", 5, Shape(12, 125000)) and len(reads) == 2
+    assert writer.calls[-3] == ("reshape", 5, Shape(12, 125000)) and len(reads) == 2
     ctl.reader.site = SiteLimits((QosLimits("normal", per_job=Tres(cpus=8)),))
     ctl.refresh()
     ctl.run_round()
-    assert writer.calls[-2] == ("reshape", 5, Shape(8, 125000)) and len(reads) == 3
+    assert writer.calls[-3] == ("reshape", 5, Shape(8, 125000)) and len(reads) == 3
 
 
 @pytest.mark.parametrize("release, kind", [("22.05.8", "cannot"), ("26.05.5", "lower")])

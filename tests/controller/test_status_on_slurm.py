@@ -65,3 +65,44 @@ def test_status_as_an_unprivileged_user(env, unprivileged_user):
     assert mine["jobs"] == [] and mine["last_round"]["id"] == 1
     time.sleep(0.1)
     assert {p.name: p.stat().st_mtime_ns for p in public.iterdir()} == before
+
+
+def test_where_privatedata_hides_jobs_a_user_sees_only_their_own(env, unprivileged_user):
+    """Issue 43, item 9: with PrivateData=jobs (squeue then shows a user their own jobs
+    only), `synergy status` does the same; before, the state file was readable by all
+    and showed every user's jobs, keys and notes."""
+    spec, cli, tmp = env["cluster"], env["cli"], env["tmp"]
+    fresh_table(env)
+    public = Path(tempfile.mkdtemp(prefix="synergy-status-"))
+    public.chmod(0o755)
+    cfg_path = public / "synergy.toml"
+    cfg_path.write_text(env["cfg_path"].read_text().replace(
+        f'state_db = "{tmp}/state.db"', f'state_db = "{public}/state.db"'))
+    cfg_path.chmod(0o644)
+    conf = spec.conf_path.read_text()
+    spec.conf_path.write_text(conf + "PrivateData=jobs\n")
+    try:
+        cli.run("scontrol", ["reconfigure"])
+        script = public / "job.sh"
+        script.write_text("#!/bin/sh\nsleep 30\n")
+        script.chmod(0o755)
+        theirs = subprocess.run(
+            ["runuser", "-u", unprivileged_user, "--", "sbatch", "--parsable", "--gpus=1",
+             "-o", "/dev/null", "-D", str(public), str(script)], capture_output=True,
+            text=True, timeout=60, check=True, env=cli.env())
+        mine = int(theirs.stdout.strip().split(";")[0])
+        root_job = submit(cli, "sleep 30", "--gpus=1", "--comment=synergy:profile=alexnet",
+                          "-o", "/dev/null", tmp=tmp)
+        ctl = Controller(load(env, state_db=str(public / "state.db")))
+        assert ctl.run_round().errors == 0
+        ctl.state.close()
+        assert (public / "state.db").stat().st_mode & 0o077 == 0
+        res = subprocess.run(["runuser", "-u", unprivileged_user, "--", str(EXE), "status",
+                              "--config", str(cfg_path), "--format", "json"],
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert res.returncode == 0, res.stderr
+        seen = [j["job_id"] for j in json.loads(res.stdout)["jobs"]]
+        assert seen == [mine] and root_job not in seen
+    finally:
+        spec.conf_path.write_text(conf)
+        cli.run("scontrol", ["reconfigure"])

@@ -24,6 +24,7 @@ import pytest
 
 from ..conftest import TEST_SLURM, slot_port
 
+pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = "#include <Python.h>\nint main(int c, char **v) { return Py_BytesMain(c, v); }\n"
 
@@ -77,7 +78,6 @@ def _own_python(top: Path) -> Path:
     return venv / "bin" / "python"
 
 
-@pytest.mark.slurm
 def test_a_python_with_its_own_libpython_runs_the_demos_jobs(slurm_cluster, profiles_path):
     why = _why_not()
     if why:

@@ -78,19 +78,43 @@ def test_a_python_that_links_its_own_libpython_gets_that_directory_bound():
     assert releases.library_dirs(PYENV_LDD) == ["/root/.pyenv/versions/3.11.9/lib"]
 
 
+def _ldd(exe: str) -> dict[str, str]:
+    """Library name -> the file ldd resolves it to, for ``exe`` in this environment."""
+    out = {}
+    for line in subprocess.run(["ldd", exe], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        name, arrow, rest = line.strip().partition(" => ")
+        if arrow and rest.startswith("/"):
+            out[name] = rest.split(" (")[0]
+    return out
+
+
 def test_this_pythons_libraries_from_outside_the_system_are_found(tmp_path, monkeypatch):
-    """The same, for real: this interpreter, with one of its libraries found in a directory
-    of its own (as a pyenv Python finds libpython), names that directory in the binds."""
-    lib = next(line.split("=>")[1].split(" (")[0].strip()
-               for line in subprocess.run(["ldd", os.path.realpath(sys.executable)],
-                                          capture_output=True, text=True).stdout.splitlines()
-               if "libz.so" in line or "libm.so" in line)
-    shutil.copy(lib, tmp_path / Path(lib).name)
+    """The same, for real and for whatever Python runs the suite (Debian's, a venv of
+    pyenv's, conda's): the libraries it already finds outside the system's directories
+    (a pyenv Python's libpython) are named, and so is a directory of its own that one of its
+    libraries is then found in (LD_LIBRARY_PATH), and no other."""
+    exe = os.path.realpath(sys.executable)
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    found = _ldd(exe)
+    outside = list(dict.fromkeys(
+        os.path.dirname(os.path.realpath(f)) for f in found.values()
+        if not any(os.path.realpath(f).startswith(d + "/")
+                   for d in releases.SYSTEM_LIB_DIRS)))
+    before = releases.own_libraries(exe)
+    assert before == outside
+    # A system library it links (libm at least: libpython needs it), copied to a directory
+    # of its own that the loader searches first.
+    name = next(n for n, f in found.items() if n.startswith(("libm.so", "libz.so"))
+                and os.path.dirname(os.path.realpath(f)) not in outside)
+    shutil.copy(found[name], tmp_path / name)
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
-    assert releases.own_libraries(os.path.realpath(sys.executable)) == [str(tmp_path)]
+    assert _ldd(exe)[name] == str(tmp_path / name)
+    after = releases.own_libraries(exe)
+    assert str(tmp_path) in after and sorted(after) == sorted([*before, str(tmp_path)])
     assert str(tmp_path) in releases.job_binds()
     monkeypatch.delenv("LD_LIBRARY_PATH")
-    assert releases.own_libraries(os.path.realpath(sys.executable)) == []
+    assert releases.own_libraries(exe) == before
 
 
 def test_root_version_is_read_from_the_package_database(tmp_path):

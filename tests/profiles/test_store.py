@@ -81,3 +81,29 @@ def test_a_store_of_an_earlier_version_reads_as_site_wide_and_gains_owners(tmp_p
     assert store.owners() == {"mine": "eve"}
     assert store.get("gnmt").owner == "" and store.get("mine").owner == "eve"
     assert ProfileStore(db, readonly=True).get("mine").show()["owner"] == "eve"
+
+
+def test_a_users_measurement_never_replaces_a_site_wide_or_another_users(tmp_path,
+                                                                        profiles_path):
+    """Issue 43, item 2: the store's put made the writer the owner of whatever slot it
+    wrote, so a user's profiling job (whose numbers the user writes) replaced a
+    site-wide profile or another user's and shaped their jobs. Now a user may replace
+    only their own; an admin's site-wide write replaces anything."""
+    from synergy_slurm.profiles.store import ProfileOwned
+
+    paper = load_profiles(profiles_path)
+    site, planted = paper["gnmt"], replace(paper["alexnet"], key="gnmt")
+    store = ProfileStore(tmp_path / "p.db")
+    store.put(site, source="import")
+    store.put(replace(site, key="bobs"), owner="bob")
+    for slot, owner in (("gnmt", "eve"), ("bobs", "eve")):
+        with pytest.raises(ProfileOwned):
+            store.put(replace(planted, key=slot), owner=owner, source="auto")
+        got = store.get(slot)
+        assert got.profile.throughput == site.throughput and got.owner != "eve"
+    store.put(replace(planted, key="bobs"), owner="bob")            # bob's own: replaced
+    assert store.get("bobs").profile.throughput == planted.throughput
+    store.put(replace(planted, key="bobs"), source="import")        # the admin's: site-wide
+    assert store.get("bobs").owner == ""
+    with pytest.raises(ProfileOwned):                               # and no longer bob's
+        store.put(replace(site, key="bobs"), owner="bob")

@@ -11,7 +11,8 @@ import pytest
 
 from synergy_slurm.core import ClusterState, Profile, Resources, Server
 from synergy_slurm.core.pools import Pool
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.config import SlurmConfig
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import TraceJob
 
 ONE = ClusterState.uniform(1, gpus=8, cpus=24, mem_gb=500.0)
@@ -30,7 +31,7 @@ PROFILES = {"h": hungry(), "m": flat()}
 
 
 def run(trace, allocator="proportional", cluster=ONE, **kw):
-    cfg = SimConfig(cluster, allocator=allocator, preemptive=False, round_s=5.0, **kw)
+    cfg = SlurmConfig(cluster, allocator=allocator, round_s=5.0, **kw)
     return {j.job_id: j for j in simulate(trace, PROFILES, cfg).jobs}
 
 
@@ -114,7 +115,7 @@ def test_a_job_larger_than_its_partition_never_runs():
 
 
 def test_the_hook_shapes_known_profiles_at_their_ideal_on_26_05():
-    cfg = SimConfig(ONE, allocator="tune", preemptive=False, round_s=5.0,
+    cfg = SlurmConfig(ONE, allocator="tune", round_s=5.0,
                     lowers_pending=True, controller_interval_s=1000.0)
     res = simulate([job(1, 0, 1, 400, model="h"), job(2, 1, 1, 400, model="h")],
                    PROFILES, cfg)
@@ -135,7 +136,7 @@ def test_a_requeue_budget_with_nothing_to_requeue_changes_nothing_and_skips_idle
 
     def counting(budget):
         n = {"rounds": 0}
-        cfg = SimConfig(ONE, allocator="tune", preemptive=False, round_s=5.0,
+        cfg = SlurmConfig(ONE, allocator="tune", round_s=5.0,
                         requeue_budget=budget, **kw)
         res = simulate(trace, PROFILES, cfg, on_round=lambda *_: n.__setitem__(
             "rounds", n["rounds"] + 1))
@@ -147,7 +148,7 @@ def test_a_requeue_budget_with_nothing_to_requeue_changes_nothing_and_skips_idle
     # With jobs that opted in, the rounds do run (a requeue may pay as jobs progress).
     opted = [replace(t, requeue_ok=True) for t in trace]
     n = {"rounds": 0}
-    simulate(opted, PROFILES, SimConfig(ONE, allocator="tune", preemptive=False,
+    simulate(opted, PROFILES, SlurmConfig(ONE, allocator="tune",
                                         round_s=5.0, requeue_budget=2, **kw),
              on_round=lambda *_: n.__setitem__("rounds", n["rounds"] + 1))
     assert n["rounds"] > rounds[0]

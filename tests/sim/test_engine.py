@@ -11,9 +11,10 @@ from synergy_slurm.core import (
 )
 from synergy_slurm.core.backfill import Start
 from synergy_slurm.core.usage import UsageRule
+from synergy_slurm.sim.config import SimConfig, SlurmConfig
 from synergy_slurm.sim.controller_model import _Model
-from synergy_slurm.sim.engine import SimConfig, simulate
 from synergy_slurm.sim.metrics import jct_stats
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import TraceJob, mislabel
 
 ONE_GPU = ClusterState.uniform(1, gpus=1, cpus=3, mem_gb=62.5)
@@ -117,14 +118,14 @@ def test_non_preemptive_mode_keeps_running_jobs_and_requeues_when_it_pays():
                          iter_time_s=1.0)}
     cl = ClusterState.uniform(1, gpus=2, cpus=8, mem_gb=250)
     trace = [TraceJob(0, "h", 0, 600, 1), TraceJob(1, "h", 0, 6000, 1)]
-    keep = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False))
-    grow = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False,
+    keep = simulate(trace, prof, SlurmConfig(cl, allocator="tune"))
+    grow = simulate(trace, prof, SlurmConfig(cl, allocator="tune",
                                            requeue_budget=1, restart_cost_s=60))
     j1_keep = next(j for j in keep.jobs if j.job_id == 1)
     j1_grow = next(j for j in grow.jobs if j.job_id == 1)
     assert j1_keep.restarts == 0 and j1_grow.restarts == 1
     assert j1_grow.finish < j1_keep.finish
-    costly = simulate(trace, prof, SimConfig(cl, allocator="tune", preemptive=False,
+    costly = simulate(trace, prof, SlurmConfig(cl, allocator="tune",
                                              requeue_budget=1, restart_cost_s=1e6))
     assert next(j for j in costly.jobs if j.job_id == 1).restarts == 0   # never pays
 
@@ -139,7 +140,7 @@ def test_the_controller_model_lowers_running_memory_in_place_when_asked():
     profiles = {"lm": flat_mem, "h": hungry()}
     trace = [TraceJob(0, "lm", 0, 1000, 1), TraceJob(1, "h", 0, 1000, 1)]
     for shrink in (False, True):
-        model = _Model(profiles, SimConfig(cl, allocator="tune", preemptive=False,
+        model = _Model(profiles, SlurmConfig(cl, allocator="tune",
                                            shrink_memory=shrink), None)
         for tj in trace:
             model._arrive(tj)
@@ -173,9 +174,9 @@ def test_the_closed_loop_caps_a_users_mislabelled_key(paper_profiles):
         return round(row[2] * 48)
 
     rule = UsageRule(min_observed_s=300)
-    off = simulate(trace, paper_profiles, SimConfig(cl, preemptive=False, round_s=300,
+    off = simulate(trace, paper_profiles, SlurmConfig(cl, round_s=300,
                                                     usage=None))
-    on = simulate(trace, paper_profiles, SimConfig(cl, preemptive=False, round_s=300,
+    on = simulate(trace, paper_profiles, SlurmConfig(cl, round_s=300,
                                                    usage=rule))
     assert cores_at(off, 0) == cores_at(on, 0) == 12
     assert cores_at(off, 3600) == 36 and cores_at(on, 3600) == 12 + 6 + 12
@@ -184,7 +185,7 @@ def test_the_closed_loop_caps_a_users_mislabelled_key(paper_profiles):
 
 
 def test_a_run_that_hits_its_round_cap_is_an_error_not_an_empty_result():
-    from synergy_slurm.sim.engine import SimulationCapped
+    from synergy_slurm.sim.results import SimulationCapped
 
     # (The controller model steps from event to event: one long job is a few steps.)
     trace = [TraceJob(0, "m", 0, 10_000, 1)]

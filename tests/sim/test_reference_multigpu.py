@@ -12,7 +12,8 @@ import json
 import pytest
 
 from synergy_slurm.core import ClusterState
-from synergy_slurm.sim.engine import SimConfig, simulate
+from synergy_slurm.sim.config import RoundsConfig
+from synergy_slurm.sim.simulate import simulate
 from synergy_slurm.sim.trace import read_trace
 
 
@@ -24,7 +25,7 @@ def replay(reference_dir, paper_profiles, name: str, allocator: str, reference: 
                                    c["mem_gb_per_server"])
     window = tuple(ref["window_job_ids"])
     trace = read_trace(reference_dir / "multigpu" / f"trace_{name}.csv", paper_profiles)
-    cfg = SimConfig(cluster, "fifo", allocator, round_s=c["round_s"],
+    cfg = RoundsConfig(cluster, "fifo", allocator, round_s=c["round_s"],
                     reference_speedups=reference, window=window, placement=placement)
     res = simulate(trace, paper_profiles, cfg)
     in_window = [j for j in res.jobs if window[0] <= j.job_id <= window[1]]

@@ -58,3 +58,13 @@ def cancel_all(cli: SlurmCLI) -> None:
     deadline = time.monotonic() + 30
     while cli.run("squeue", ["-h", "-o", "%A"]).split() and time.monotonic() < deadline:
         time.sleep(0.3)
+
+
+def squeue_fields_answer(args: list[str], **fields: str) -> str:
+    """What ``squeue`` prints for the writer's read-back (``squeue_text.job_fields_args``)
+    of a job with these scontrol-named fields (JobId, JobState, ...; absent ones unset):
+    for fake CLIs in tests that need no Slurm."""
+    from synergy_slurm.slurm.squeue_text import WRITER_FIELDS
+
+    token = args[args.index("-O") + 1].split(",")[0].split(":0", 1)[1]
+    return "".join(fields.get(key, "N/A") + token for _, key in WRITER_FIELDS) + "E\n"

@@ -12,6 +12,8 @@ from synergy_slurm.slurm.commands import SlurmCLI, SlurmError
 from synergy_slurm.slurm.model import NodeAlloc, SlurmJob
 from synergy_slurm.slurm.writer import ChangeIgnored, SlurmWriter, Unsupported
 
+from .helpers import squeue_fields_answer
+
 
 class SlowResize(SlurmCLI):
     """scontrol that shows the new memory only after ``answers_after`` reads."""
@@ -23,12 +25,13 @@ class SlowResize(SlurmCLI):
         self.sent: list[list[str]] = []
 
     def run(self, command, args, timeout_s=None, input_text=None):  # type: ignore[override]
-        if args[:2] == ["show", "job"]:
+        if command == "squeue":
             self.reads += 1
             mem = "20830M" if self.reads > self.answers_after else "480000M"
             state = "RUNNING" if self.reads > self.answers_after else "RUNNING+RESIZING"
-            return (f"JobId=35 JobState={state} "
-                    f"AllocTRES=cpu=1,mem={mem},node=1,billing=1,gres/gpu=1\n")
+            return squeue_fields_answer(
+                args, JobId="35", JobState=state,
+                AllocTRES=f"cpu=1,mem={mem},node=1,billing=1,gres/gpu=1")
         self.sent.append(list(args))
         return ""
 
@@ -59,11 +62,12 @@ def test_a_resize_a_node_refused_is_reported_at_once():
 
     class Refused(SlowResize):
         def run(self, command, args, timeout_s=None, input_text=None):  # type: ignore[override]
-            if args[:2] == ["show", "job"]:
+            if command == "squeue":
                 self.reads += 1
-                return ("JobId=35 JobState=RUNNING "
-                        "Reason=Memory_resize_to_20830MB_failed_on_node_n1 "
-                        "AllocTRES=cpu=1,mem=480000M,node=1,billing=1,gres/gpu=1\n")
+                return squeue_fields_answer(
+                    args, JobId="35", JobState="RUNNING",
+                    Reason="Memory resize to 20830MB failed on node n1",
+                    AllocTRES="cpu=1,mem=480000M,node=1,billing=1,gres/gpu=1")
             return super().run(command, args, timeout_s, input_text)
 
     cli = Refused(answers_after=10**9)

@@ -1,4 +1,4 @@
-"""The parser on output recorded from each Slurm release (tests/slurm/record_fixtures.py),
+"""The parser on output recorded from each Slurm release (scripts/record/record_fixtures.py),
 a hand-written sample of what the dev cluster cannot produce yet (typed GPUs), and bad
 input. The same submissions parse to the same jobs on every release."""
 
@@ -12,6 +12,7 @@ import pytest
 from synergy_slurm.slurm.parse import (
     ParseError,
     count_array_tasks,
+    detail_mem_mb,
     expand_hostlist,
     gpu_count,
     num,
@@ -247,7 +248,7 @@ def test_reader_choice_auto_reads_text_and_pyslurm_only_for_its_own_release(monk
 ])
 def test_a_resize_in_flight_is_read_from_the_state_flags(state, resizing):
     """26.05 lowers a running job's memory asynchronously; until its nodes answer the job's
-    state carries RESIZING (tests/slurm/test_release_facts.py records it live)."""
+    state carries RESIZING (tests/slurm/test_release_facts_on_slurm.py records it live)."""
     doc = {"jobs": [{"job_id": 5, "job_state": state, "tres_per_job": "gres:gpu:1",
                      "user_name": "u", "partition": "p"}]}
     jobs, skipped = parse_jobs(json.dumps(doc))
@@ -277,3 +278,21 @@ def test_a_pending_array_record_stands_for_its_tasks(version):
     (job,), _ = parse_jobs(json.dumps(dict(raw, jobs=[rec])))
     assert job.pending_array and job.array_task_id is None
     assert (job.array_pending_tasks, job.array_throttle) == (6, 3)
+
+
+def test_a_key_slurm_printed_first_is_not_rewritten_by_a_later_one():
+    """Issue 43, item 6: a comment printed after JobState cannot override it."""
+    kv = parse_kv_line("JobId=7 JobState=RUNNING Reason=None AllocTRES=cpu=12,mem=96G "
+                       "Comment=c JobState=PENDING AllocTRES=cpu=3,mem=1000M JobId=999 "
+                       "StdOut=/dev/null")
+    assert (kv["JobId"], kv["JobState"], kv["AllocTRES"]) == ("7", "RUNNING",
+                                                              "cpu=12,mem=96G")
+    assert kv["Comment"] == "c JobState=PENDING AllocTRES=cpu=3,mem=1000M JobId=999"
+    assert kv["StdOut"] == "/dev/null"
+
+
+def test_the_memory_a_job_holds_is_read_from_its_node_lines_only():
+    detail = ("JobId=7 JobName=x Mem=999999\n   Comment=Mem=1\n"
+              "     Nodes=n1 CPU_IDs=0-8 Mem=62500 GRES=gpu:1(IDX:0)\n")
+    assert detail_mem_mb(detail) == 62500
+    assert detail_mem_mb("JobId=7 JobName=x Mem=999999\n") == 0

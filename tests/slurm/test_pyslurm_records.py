@@ -1,6 +1,6 @@
 """The pyslurm reader on recorded output: pyslurm's dictionaries and the commands' JSON of
 the same jobs, read at the same moment on a Slurm 24.11.5 dev cluster with typed GPUs
-(tests/slurm/record_pyslurm.py), must give the same snapshot. The live check is
+(scripts/record/record_pyslurm.py), must give the same snapshot. The live check is
 tests/slurm/test_pyslurm_on_slurm.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What jobs used, read from real histories (tests/slurm/record_usage.py on 22.05 and 26.05,
+"""What jobs used, read from real histories (scripts/record/record_usage.py on 22.05 and 26.05,
 JSON and text): each job's measured core use and peak memory against the truth its name
 states, within 10%. 22.05's JSON leaves a job's own CPU time at 0: its steps' sum counts."""
 

@@ -99,10 +99,11 @@ def test_keys_to_profile_rank_what_profiling_could_show_not_only_gpu_hours(paper
              2: JobUsage(2, 3600, 3, cpu_s=3600 * 3)}
     keys = to_profile(history, usage, paper_profiles, PerGpu(3, 62.5))
     # The language key has more GPU-hours but its class gains nothing from more cores.
-    assert [k["key"] for k in keys] == ["alice.cv", "alice.lm"]
+    assert [k["key"] for k in keys] == ["cv", "lm"] and keys[0]["users"] == ["alice"]
     assert keys[0]["class"] == "image" and keys[0]["gpu_hours"] == 1.0
-    assert keys[0]["profile_run"].startswith("synergy profile run --key alice.cv --gpus 1")
-    assert keys[0]["sbatch"].startswith("synergy-sbatch --profile-key alice.cv")
+    assert keys[0]["profile_run"].startswith("synergy profile run --key cv --gpus 1")
+    assert keys[0]["sbatch"].startswith("synergy-sbatch --profile-key cv")
+    assert "not recorded: 'sacct -j" in keys[0]["command_from"]
 
 
 def test_a_users_profile_whose_jobs_used_far_less_than_given_is_capped_as_the_loop_would(

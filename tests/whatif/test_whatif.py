@@ -13,8 +13,11 @@ from click.testing import CliRunner
 from synergy_slurm.cli.main import main
 from synergy_slurm.core import ClusterState, PerGpu, Resources, Server
 from synergy_slurm.core.pools import Pool
+from synergy_slurm.core.usage import UsageRule
+from synergy_slurm.errors import BadInputError
+from synergy_slurm.site import load_site
 from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, HistoryJob, parse_history
-from synergy_slurm.whatif import HistoryError, Rule, build_replay
+from synergy_slurm.whatif import HistoryError, Rule, build_replay, pipeline, report
 from synergy_slurm.whatif.history import MixGuess
 from synergy_slurm.whatif.replay import Controller, run
 
@@ -144,15 +147,27 @@ def test_bad_rules_say_why(text):
 
 
 def whatif(*args: str):
+    """The command, for what the command line itself does (options, printing)."""
     return CliRunner().invoke(main, ["whatif", "--no-progress", *args])
 
 
+def pipeline_run(export: Path, profiles, servers: int = 4, round_s: float = 30.0,
+                 found: tuple[Pool, ...] | None = None, release=None,
+                 **req) -> pipeline.Result:
+    """whatif's pipeline on a saved history, on ``servers`` identical servers (or the
+    pools ``found``), with the closed loop on as [usage] has it by default."""
+    found = found or (Pool("", ClusterState.uniform(servers)),)
+    inputs = pipeline.Inputs(profiles, found, Controller(sched_s=round_s), release,
+                             profiles_from="the paper's")
+    return pipeline.run_whatif(pipeline.Request(export=export, usage_rule=UsageRule(), **req),
+                               inputs)
+
+
 @pytest.mark.parametrize("kind", ["json", "txt"])
-def test_whatif_on_a_recorded_export(kind, tmp_path):
-    res = whatif("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
-              "--round-seconds", "1", "--format", "json", "--report", str(tmp_path))
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.output.strip().splitlines()[-1])
+def test_whatif_on_a_recorded_export(kind, tmp_path, paper_profiles):
+    result = pipeline_run(FIXTURES / f"sacct_22.05.8.{kind}", paper_profiles, round_s=1.0)
+    doc = result.doc
+    report.write_html(doc, result.outcome, tmp_path / "report.html", result.used)
     assert doc["replayed"] == 4 and doc["profiles"] == {"comment": 1, "unknown": 3}
     for run_ in ("actual", "plain", "synergy"):
         assert doc["overall"][run_]["jobs"] == 4
@@ -161,11 +176,23 @@ def test_whatif_on_a_recorded_export(kind, tmp_path):
     assert set(doc["by_account"]) == {"lab-a"} and set(doc["by_partition"]) == {"gpu"}
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and (tmp_path / "jct_cdf.png").stat().st_size
-    text = whatif("--from", str(FIXTURES / f"sacct_22.05.8.{kind}"), "--servers", "4",
-               "--round-seconds", "1")
-    out = text.output
-    assert text.exit_code == 0
-    assert out.index("What happened") < out.index("Fidelity") < out.index("mean JCT (h)")
+    out = report.as_text(doc)
+    assert out.index("Expected with synergy") < out.index("How far to trust it") \
+        < out.index("Next:") < out.index("mean JCT (h)")
+
+
+def test_the_command_prints_the_pipelines_report(tmp_path):
+    """The command line: its options reach the pipeline, the text or JSON is printed, and
+    --report writes the HTML page (into a directory it makes)."""
+    deep = tmp_path / "a" / "b"
+    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "4",
+                 "--round-seconds", "1", "--format", "json", "--report", str(deep))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout.strip().splitlines()[-1])
+    assert doc["replayed"] == 4 and doc["cluster"]["servers"] == 4
+    assert doc["model"]["slurm_sched_s"] == 1.0 and (deep / "report.html").exists()
+    text = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
+    assert text.exit_code == 0 and "Expected with synergy" in text.output
 
 
 def test_the_progress_bar_path_replays_alike():
@@ -184,33 +211,34 @@ def test_the_progress_bar_path_replays_alike():
     assert loud == still
 
 
-def test_a_bad_export_gives_counts_and_reasons(tmp_path):
+def test_a_bad_export_gives_counts_and_reasons(tmp_path, paper_profiles):
     doc = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())
     doc["jobs"] += ["junk", {"job_id": 99}, {**doc["jobs"][0], "job_id": 98,
                                              "time": {"submission": 5, "start": 9, "end": 7}}]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc))
-    res = whatif("--from", str(path), "--servers", "1", "--round-seconds", "1")
-    assert res.exit_code == 0, res.output
-    assert "skipped records: 1 ends before it started" in res.output
-    assert "skipped records: 1 no time record" in res.output
-    assert "skipped records: 1 not an object" in res.output
+    out = report.as_text(pipeline_run(path, paper_profiles, servers=1, round_s=1.0).doc)
+    assert "skipped records: 1 ends before it started" in out
+    assert "skipped records: 1 no time record" in out
+    assert "skipped records: 1 not an object" in out
     path.write_text(path.read_text()[:500])        # truncated
-    res = whatif("--from", str(path), "--servers", "1")
+    with pytest.raises(BadInputError, match="not JSON"):
+        pipeline_run(path, paper_profiles, servers=1)
+    res = whatif("--from", str(path), "--servers", "1")      # the command's one line
     assert res.exit_code == 2 and "not JSON" in res.output and "Traceback" not in res.output
 
 
-def test_a_history_with_nothing_to_replay_says_so(tmp_path):
+def test_a_history_with_nothing_to_replay_says_so(tmp_path, paper_profiles):
     path = tmp_path / "h.json"
     path.write_text(json.dumps({"jobs": []}))
-    res = whatif("--from", str(path), "--servers", "1")
-    assert res.exit_code == 2 and "no jobs" in res.output
+    with pytest.raises(BadInputError, match="no jobs"):
+        pipeline_run(path, paper_profiles, servers=1)
 
 
-def test_jobs_larger_than_the_replayed_cluster_are_refused(tmp_path):
-    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.json"), "--servers", "1",
-              "--gpus-per-server", "1", "--cpus-per-server", "4")
-    assert res.exit_code == 2 and "more GPUs than the replayed cluster" in res.output
+def test_jobs_larger_than_the_replayed_cluster_are_refused(paper_profiles):
+    small = (Pool("", ClusterState.uniform(1, gpus=1, cpus=4)),)
+    with pytest.raises(BadInputError, match="more GPUs than the replayed cluster"):
+        pipeline_run(FIXTURES / "sacct_22.05.8.json", paper_profiles, found=small)
 
 
 def test_arrival_is_the_submission_unless_the_job_asked_to_wait(paper_profiles):
@@ -257,27 +285,32 @@ def test_partitions_and_gpu_types_are_replayed_apart(paper_profiles, tmp_path):
                  nodes=("a1", "a2")),
             hjob(2, gpus=4, cpus=64, mem=512_000.0, start=3600.0, end=7200.0,
                  partition="a100", nodes=("a1",))]
-    doc = _whatif_history(tmp_path, hist, "--cluster", "mixed")
+    doc = _whatif_history(tmp_path, hist, paper_profiles, found=load_site("mixed").pools())
     assert doc["overall"]["plain"]["makespan_h"] == pytest.approx(2.0, abs=0.01)
     assert [p["name"] for p in doc["cluster"]["partitions"]] == ["a100", "h100", "all"]
-    flat = _whatif_history(tmp_path, hist, "--servers", "4", "--cpus-per-server", "128",
-                           "--mem-per-server", "2048")
+    flat = _whatif_history(tmp_path, hist, paper_profiles, found=(
+        Pool("", ClusterState.uniform(4, cpus=128, mem_gb=2048.0)),))
     assert flat["overall"]["plain"]["makespan_h"] == pytest.approx(1.0, abs=0.01)
 
 
-def test_the_report_leads_with_what_happened_and_the_cost_by_size(paper_profiles, tmp_path):
+def test_the_report_leads_with_the_forecast_and_the_cost_by_size(paper_profiles, tmp_path):
+    """Where synergy did not run, the headline is the forecast (replay against replay,
+    never what happened against a replay, which carries the replay's error): it and
+    ``forecast`` agree. Where synergy ran, what happened against the plain replay."""
     hist = [hjob(i, start=60.0 * i, end=60.0 * i + 3600, gpus=g, cpus=3 * g,
                  mem=62_500.0 * g, comment="synergy:profile=alexnet", nodes=("s0",))
             for i, g in enumerate((1, 2, 4, 8), 1)]
-    doc = _whatif_history(tmp_path, hist, "--servers", "2")
-    assert doc["ran"] == "plain" and doc["headline"]["before"] == "actual"
-    assert doc["headline"]["after"] == "synergy" and doc["headline"]["jct_mean"] > 1
+    doc = _whatif_history(tmp_path, hist, paper_profiles, servers=2)
+    assert doc["ran"] == "plain" and doc["headline"]["kind"] == "forecast"
+    assert doc["headline"]["jct_mean"] == doc["forecast"]["expected"] > 1
+    assert doc["headline"]["guaranteed"] == doc["forecast"]["guaranteed"]
     assert list(doc["by_size"]) == ["1 GPU", "2 GPUs", "3-4 GPUs", "5-8 GPUs"]
     # A window where synergy ran is measured the other way round.
     tagged = [replace(j, admin_comment="synergy.managed=1") for j in hist]
-    doc = _whatif_history(tmp_path, tagged, "--servers", "2")
+    doc = _whatif_history(tmp_path, tagged, paper_profiles, servers=2)
     assert doc["ran"] == "synergy" and doc["fidelity"]["of"] == "synergy"
-    assert doc["headline"]["before"] == "plain" and doc["headline"]["after"] == "actual"
+    assert doc["headline"]["kind"] == "measured"
+    assert doc["headline"]["jct_mean"] == doc["measured"]["jct_mean"]
 
 
 def test_the_release_decides_what_the_hook_holds(tmp_path):
@@ -292,9 +325,8 @@ def test_the_release_decides_what_the_hook_holds(tmp_path):
     assert res.exit_code == 2 and "--slurm-release" in res.output
 
 
-def _whatif_history(tmp_path, hist, *args):
-    """whatif --format json over ``hist`` written as sacct -P text with the optional
-    columns."""
+def _whatif_history(tmp_path, hist, profiles, **run):
+    """whatif's report over ``hist`` written as sacct -P text with the optional columns."""
     from synergy_slurm.slurm.sacct import PRIORITY_FIELDS
 
     def ts(t):
@@ -312,25 +344,29 @@ def _whatif_history(tmp_path, hist, *args):
             j.admin_comment))))
     path = tmp_path / "h.txt"
     path.write_text("\n".join(rows) + "\n")
-    res = whatif("--from", str(path), *args, "--round-seconds", "5", "--format", "json")
-    assert res.exit_code == 0, res.output
-    return json.loads(res.output.strip().splitlines()[-1])
+    return pipeline_run(path, profiles, round_s=5.0, **run).doc
 
 
-def test_whatif_says_what_is_wrong_before_it_replays(tmp_path):
-    src = str(FIXTURES / "sacct_22.05.8.json")
-    res = whatif("--from", src, "--servers", "4", "--rule", "name:x=nosuchkey")
+def test_whatif_says_what_is_wrong_before_it_replays(tmp_path, paper_profiles):
+    src = FIXTURES / "sacct_22.05.8.json"
+    rule = Rule.parse("name:x=nosuchkey")
+    with pytest.raises(pipeline.OptionError, match="no profile named nosuchkey") as err:
+        pipeline_run(src, paper_profiles, rules=(rule,))
+    assert err.value.option == "--rule / [whatif] rules"
+    res = whatif("--from", str(src), "--servers", "4", "--rule", "name:x=nosuchkey")
     assert res.exit_code == 2 and "no profile named nosuchkey" in res.output
-    deep = tmp_path / "a" / "b"
-    res = whatif("--from", src, "--servers", "4", "--report", str(deep))
-    assert res.exit_code == 0, res.output
-    assert (deep / "report.html").exists()
+    assert "Invalid value for --rule / [whatif] rules" in res.output   # as click says it
     junk = tmp_path / "junk.txt"
     junk.write_text("|".join(("JobIDRaw", *PRIORITY_FIELDS[1:])) + "\n" +
                     "\n".join(f"{i}|a|b" for i in range(3)))
-    res = whatif("--from", str(junk), "--servers", "4")
-    assert res.exit_code == 2 and "none of its 3 records could be read: 3 3 fields" in \
-        res.output
+    # Lines too short to be a record are one record cut short (a newline in users' text
+    # splits a record: the next line never stands alone).
+    with pytest.raises(BadInputError, match=r"none of its 1 records could be read: 1 7 "
+                       r"fields, expected 18 \(the record is cut short\)"):
+        pipeline_run(junk, paper_profiles)
+    with pytest.raises(pipeline.OptionError, match="not a time sacct takes") as err:
+        pipeline.read(pipeline.Request(start="-1 day"), None)
+    assert err.value.option == "--start"
 
 
 def test_times_outside_any_plausible_window_are_noted(paper_profiles):
@@ -339,15 +375,15 @@ def test_times_outside_any_plausible_window_are_noted(paper_profiles):
     assert any("submitted in 1970" in n for n in rp.notes)
 
 
-def test_an_export_from_the_future_is_noted(tmp_path):
+def test_an_export_from_the_future_is_noted(tmp_path, paper_profiles):
     """A saved export has no window: a clock set years ahead shows only against today."""
     text = (FIXTURES / "sacct_22.05.8.txt").read_text().replace("2026-12-03", "2030-12-03")
     future = tmp_path / "future.txt"
     future.write_text(text)
-    res = whatif("--from", str(future), "--servers", "4")
-    assert res.exit_code == 0 and "submitted after today (from 2030-12-03)" in res.output
-    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
-    assert "after today" not in res.output
+    notes = pipeline_run(future, paper_profiles).doc["notes"]
+    assert any("submitted after today (from 2030-12-03)" in n for n in notes), notes
+    notes = pipeline_run(FIXTURES / "sacct_22.05.8.txt", paper_profiles).doc["notes"]
+    assert not any("after today" in n for n in notes)
 
 
 def test_each_jobs_profile_is_picked_as_the_controller_picks_it(paper_profiles):
@@ -372,32 +408,29 @@ def test_each_jobs_profile_is_picked_as_the_controller_picks_it(paper_profiles):
     assert rp.source[4] == "comment"
 
 
-def test_what_jobs_used_and_the_keys_to_profile_next_are_reported():
+def test_what_jobs_used_and_the_keys_to_profile_next_are_reported(paper_profiles):
     """From a real history with its steps (sacct --json without -X): every job's use is
     read, and the keys without a profile are listed by GPU-hours for profiling; a text
     export, which carries no steps, says so."""
-    res = whatif("--from", str(FIXTURES / "sacct_usage_22.05.8.json"), "--servers", "4",
-                 "--format", "json")
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = pipeline_run(FIXTURES / "sacct_usage_22.05.8.json", paper_profiles).doc
     assert doc["usage"]["jobs_measured"] == 4 and doc["usage"]["skipped"] == 0
     keys = doc["keys_to_profile"]
-    assert {k["key"] for k in keys} == {"root.cpu-1of4", "root.mem-600of2000", "root.idle",
-                                        "root.steps-1of4"}
+    assert {k["key"] for k in keys} == {"cpu-1of4", "mem-600of2000", "idle", "steps-1of4"}
+    assert all(k["users"] == ["root"] for k in keys)
     assert all(k["gpu_hours"] > 0 for k in keys)
     assert [k["gpu_hours"] for k in keys] == sorted((k["gpu_hours"] for k in keys),
                                                     reverse=True)
-    res = whatif("--from", str(FIXTURES / "sacct_22.05.8.txt"), "--servers", "4")
-    assert "usage not in this export" in res.output
+    doc = pipeline_run(FIXTURES / "sacct_22.05.8.txt", paper_profiles).doc
+    assert "usage not in this export" in report.as_text(doc)
 
 
-def test_the_forecasts_and_their_report(tmp_path):
-    """--format json has the three forecasts (gains in mean JCT) and keys_to_profile as
+def test_the_forecasts_and_their_report(tmp_path, paper_profiles):
+    """The document has the three forecasts (gains in mean JCT) and keys_to_profile as
     objects; the HTML page has them as tables, and the core-use plot."""
-    res = whatif("--from", str(FIXTURES / "sacct_usage_26.05.5.json"), "--servers", "1",
-                 "--format", "json", "--assume-mix", "100,0,0", "--report", str(tmp_path))
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.output.strip().splitlines()[-1])
+    src = FIXTURES / "sacct_usage_26.05.5.json"
+    result = pipeline_run(src, paper_profiles, servers=1, mix=(100.0, 0.0, 0.0))
+    doc = result.doc
+    report.write_html(doc, result.outcome, tmp_path / "report.html", result.used)
     fc = doc["forecast"]
     assert all(isinstance(fc[k], float) and fc[k] > 0
                for k in ("guaranteed", "expected", "optimistic"))
@@ -412,8 +445,6 @@ def test_the_forecasts_and_their_report(tmp_path):
     assert "<table>" in html and "<h2>Forecasts" in html and "<h2>Keys to profile" in html
     assert (tmp_path / "core_use.png").stat().st_size and "alt=\"core_use.png\"" in html
     # No mix stated, no optimistic forecast: it is an assumption, and says so.
-    res = whatif("--from", str(FIXTURES / "sacct_usage_26.05.5.json"), "--servers", "1",
-                 "--format", "json")
-    doc = json.loads(res.output.strip().splitlines()[-1])
+    doc = pipeline_run(src, paper_profiles, servers=1).doc
     assert doc["forecast"]["optimistic"] is None and doc["forecast"]["guaranteed"] > 0
     assert "give --assume-mix" in doc["forecast_detail"]["optimistic"]["assumes"]

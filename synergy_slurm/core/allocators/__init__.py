@@ -1,5 +1,7 @@
 """Allocators: turn policy-ordered jobs into per-server shares."""
 
+from collections.abc import Callable
+
 from ..ledger import PLACEMENTS
 from .base import AdmittingAllocator, Allocator
 from .opt import OptAllocator
@@ -8,12 +10,23 @@ from .tune import TuneAllocator
 from .tune_plus import TunePlusAllocator
 from .tune_ref import RefTuneAllocator
 
-ALLOCATOR_NAMES = ("proportional", "greedy", "tune-ref", "tune", "tune-plus", "opt")
+# Every allocator by name, in the order the commands list them: adding one is one line here
+# (a constructor taking OPT's wall-time limit, which the others ignore).
+ALLOCATORS: dict[str, Callable[[float], Allocator]] = {
+    "proportional": lambda _limit: ProportionalAllocator(),
+    "greedy": lambda _limit: GreedyAllocator(),
+    "tune-ref": lambda _limit: RefTuneAllocator(),
+    "tune": lambda _limit: TuneAllocator(),
+    "tune-plus": lambda _limit: TunePlusAllocator(),
+    "opt": lambda limit: OptAllocator(time_limit_s=limit),
+}
+ALLOCATOR_NAMES = tuple(ALLOCATORS)
 
 
 def get_allocator(name: str, placement: str | None = None,
                   opt_time_limit_s: float = 1.5) -> Allocator:
-    """An allocator by name: proportional, greedy, tune-ref, tune, tune-plus or opt.
+    """A new allocator by name (``ALLOCATORS``: proportional, greedy, tune-ref, tune,
+    tune-plus, opt).
 
     ``tune`` is TUNE with interpolation (the default: it measures better, see
     benchmarks/core_round.py --opt-gap); ``tune-plus`` keeps TUNE's admission and shares
@@ -23,22 +36,12 @@ def get_allocator(name: str, placement: str | None = None,
     default is the one it measured best with (tune-ref: the reference's "first-free").
     ``opt_time_limit_s``: OPT's wall-time safety net.
     """
-    key = name.lower()
-    alloc: Allocator
-    if key == "proportional":
-        alloc = ProportionalAllocator()
-    elif key == "greedy":
-        alloc = GreedyAllocator()
-    elif key == "tune-ref":
-        alloc = RefTuneAllocator()
-    elif key == "tune":
-        alloc = TuneAllocator()
-    elif key == "tune-plus":
-        alloc = TunePlusAllocator()
-    elif key == "opt":
-        alloc = OptAllocator(time_limit_s=opt_time_limit_s)
-    else:
-        raise ValueError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATOR_NAMES)}")
+    try:
+        make = ALLOCATORS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown allocator {name!r}; choose from "
+                         f"{', '.join(ALLOCATOR_NAMES)}") from None
+    alloc = make(opt_time_limit_s)
     if placement is not None:
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; choose from "
@@ -47,7 +50,6 @@ def get_allocator(name: str, placement: str | None = None,
     return alloc
 
 
-__all__ = ["ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator", "GreedyAllocator",
-           "OptAllocator", "ProportionalAllocator", "RefTuneAllocator", "TuneAllocator",
-           "TunePlusAllocator",
-           "get_allocator"]
+__all__ = ["ALLOCATORS", "ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator",
+           "GreedyAllocator", "OptAllocator", "ProportionalAllocator", "RefTuneAllocator",
+           "TuneAllocator", "TunePlusAllocator", "get_allocator"]

@@ -23,7 +23,6 @@ user's synergy-sbatch included, never loads it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..demand import FLOOR_TOLERANCE, Demand, job_caps
 from ..job import JobSpec
@@ -32,14 +31,6 @@ from ..plan import How, Plan
 from ..resources import ClusterState, PerGpu
 from .base import Allocator, admitted_at_once
 from .tune import TuneAllocator, place_tuned, upgrade_lowered
-
-
-@dataclass(frozen=True)
-class Stage1:
-    choice: dict[int, Demand]
-    bound: float
-    optimal: bool
-    cut_short: str | None = None   # the wall-time safety net stopped it
 
 
 class OptAllocator(Allocator):

@@ -6,6 +6,7 @@ time that nothing else in synergy needs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import highspy
@@ -15,7 +16,18 @@ from ..demand import Demand
 from ..job import JobSpec
 from ..ledger import Ledger
 from ..resources import PerGpu
-from .opt import Stage1
+
+
+@dataclass(frozen=True)
+class Stage1:
+    """Stage 1's answer: each job's chosen demand, the bound proven on the objective,
+    whether it is optimal, and why the solver stopped short (the wall-time safety net).
+    Declared here, beside the solver that makes it, so opt.py's lazy import of this
+    module is the only import between the two (no circle)."""
+    choice: dict[int, Demand]
+    bound: float
+    optimal: bool
+    cut_short: str | None = None
 
 
 class StageFailed(RuntimeError):

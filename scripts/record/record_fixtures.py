@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "fixtures"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "slurm" / "fixtures"
 
 SUBMISSIONS = [
     ["--gpus=2", "--cpus-per-gpu=3", "--mem-per-gpu=2G", "--job-name=gpus2"],

@@ -18,7 +18,7 @@ from synergy_slurm.slurm.reader import SlurmReader
 from synergy_slurm.slurm.writer import Shape, SlurmWriter
 
 from .helpers import cancel_all, job_fields, submit, wait_file, wait_for
-from .test_real_cluster import REPORT
+from .test_real_cluster_on_slurm import REPORT
 
 pytestmark = pytest.mark.slurm
 

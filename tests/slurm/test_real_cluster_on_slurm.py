@@ -125,3 +125,43 @@ def test_a_pending_arrays_record_says_how_many_tasks_it_stands_for(slurm_cli, tm
     (rec,) = [j for j in jobs if j.pending]
     assert sum(j.running for j in jobs) == 2
     assert rec.pending_array and (rec.array_pending_tasks, rec.array_throttle) == (4, 2)
+
+
+def test_a_lowering_slurm_reads_back_and_then_ignores_is_caught_when_the_job_starts(
+        slurm_cli, tmp_path):
+    """22.05 shows a lowering of a job its scheduler already evaluated (CpusPerTres and
+    NumCPUs read back as asked, so the writer calls it done) and then starts the job with
+    the cores it cached. The job's allocation tells: LoweredWatch reports it as ignored.
+    Where the release honours the lowering (26.05), the job starts lowered and nothing is
+    reported. (Issue 45, item 11: a lowering Slurm ignored is never left as done.)"""
+    from synergy_slurm.controller.lowered import LoweredWatch
+    from synergy_slurm.slurm.release import Release
+
+    reader = SlurmReader(slurm_cli)
+    # Fill every node so that the next job waits for resources (evaluated, not held).
+    filler = [submit(slurm_cli, "sleep 300", "--gpus=8", "--cpus-per-gpu=3",
+                     "--mem-per-gpu=1000", tmp=tmp_path) for _ in range(4)]
+    for j in filler:
+        wait_for(slurm_cli, j, {"RUNNING"})
+    job_id = submit(slurm_cli, "sleep 30", "--gpus=1", "--cpus-per-gpu=8",
+                    "--mem-per-gpu=4000", tmp=tmp_path)
+    deadline = time.monotonic() + 60
+    while job_fields(slurm_cli, job_id).get("Reason") != "Resources":
+        assert time.monotonic() < deadline, job_fields(slurm_cli, job_id)
+        time.sleep(0.5)
+    job = next(j for j in reader.snapshot().jobs if j.job_id == job_id)
+    writer = SlurmWriter(slurm_cli, enforce=True)
+    fields = writer.reshape_pending(job, Shape(cpus_per_gpu=2, mem_per_gpu_mb=3000))
+    assert per_gpu(fields, "CpusPerTres") == 2          # read back: looks done
+    watch = LoweredWatch()
+    watch.note(job_id, Shape(8, 4000), Shape(2, 3000))
+    slurm_cli.run("scancel", [str(filler[0])])
+    wait_for(slurm_cli, job_id, {"RUNNING"})
+    snap = reader.snapshot()
+    found = watch.check(snap.jobs)
+    if Release.parse(snap.version).lowers_pending:
+        assert found == []
+    else:
+        (ignored,) = found
+        assert ignored.held_cpus == 8 and "ignored" in ignored.why
+    assert len(watch) == 0

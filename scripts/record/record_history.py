@@ -19,7 +19,7 @@ from pathlib import Path
 
 from synergy_slurm.slurm.sacct import PRIORITY_FIELDS
 
-OUT = Path(__file__).resolve().parent / "fixtures"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "slurm" / "fixtures"
 
 
 def sh(*args: str) -> str:

@@ -2,7 +2,7 @@
 """Record what pyslurm and the commands' JSON say of the same jobs, for the unit tests.
 
 Run inside a release's root with pyslurm, against a cluster with jobs of every kind
-(``synergy dev-cluster exec --dir D -- python tests/slurm/record_pyslurm.py``): reads
+(``synergy dev-cluster exec --dir D -- python scripts/record/record_pyslurm.py``): reads
 ``squeue --json`` and ``scontrol show nodes --json``, pyslurm's job and node dictionaries,
 and ``squeue --json`` again; writes them, when both squeue reads agree, to
 tests/slurm/fixtures/pyslurm_<release>.json.
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "fixtures"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "slurm" / "fixtures"
 
 
 def sh(*args: str) -> str:

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "fixtures"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "slurm" / "fixtures"
 SECONDS = 20
 USAGE_FIELDS = ("JobIDRaw", "JobName", "State", "Start", "End", "Elapsed", "AllocCPUS",
                 "AllocTRES", "TotalCPU", "MaxRSS", "TRESUsageInMax", "TRESUsageInTot")
