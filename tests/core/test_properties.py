@@ -43,7 +43,8 @@ def test_plan_is_feasible_and_complete(allocator, cluster, jobs, policy):
     assert not placed & set(plan.skipped)
 
 
-@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "opt", "greedy", "proportional"])
+@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "tune-plus", "opt", "greedy",
+                                       "proportional"])
 @SETTINGS
 @given(cluster=clusters(reserved=True), jobs=job_mixes())
 def test_no_admitted_job_below_proportional(allocator, cluster, jobs):
@@ -64,7 +65,7 @@ def test_plans_are_deterministic(allocator, cluster, jobs):
     assert a == b
 
 
-@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "opt"])
+@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "tune-plus", "opt"])
 @SETTINGS
 @given(cluster=clusters(), jobs=job_mixes())
 def test_tune_places_every_job_the_gpus_admit(allocator, cluster, jobs):
@@ -81,7 +82,7 @@ def test_opt_bound_above_every_plan(cluster, jobs):
     opt = make_plan(jobs, cluster, policy, get_allocator("opt", opt_time_limit_s=10), now=0)
     assert opt.fallback is None
     assert opt.bound is not None
-    for name in ("tune-ref", "tune", "proportional"):
+    for name in ("tune-ref", "tune", "tune-plus", "proportional"):
         other = make_plan(jobs, cluster, policy, get_allocator(name), now=0)
         assert {a.job_id for a in other.allocations} == {a.job_id for a in opt.allocations}, (
             name, other.skipped)
@@ -89,7 +90,7 @@ def test_opt_bound_above_every_plan(cluster, jobs):
     assert opt.bound >= opt.total_speedup - 1e-6
 
 
-@pytest.mark.parametrize("allocator", ["tune", "opt", "greedy", "proportional"])
+@pytest.mark.parametrize("allocator", ["tune", "tune-plus", "opt", "greedy", "proportional"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(reserved=True), jobs=job_mixes(), data=st.data())
 def test_no_job_planned_past_its_site_limit(allocator, cluster, jobs, data):
@@ -112,3 +113,26 @@ def test_no_job_planned_past_its_site_limit(allocator, cluster, jobs, data):
             assert a.share.within(lim), (a, lim)
         if allocator != "greedy" or a.how in ("ideal", "capped"):
             assert a.speedup >= FLOOR, a
+
+
+@pytest.mark.parametrize("allocator", ["tune-ref", "tune", "tune-plus", "opt", "greedy",
+                                       "proportional"])
+@SETTINGS
+@given(cluster=clusters(reserved=True), jobs=job_mixes(),
+       policy=st.sampled_from(["fifo", "srtf", "las", "ftf"]))
+def test_policy_order_is_respected(allocator, cluster, jobs, policy):
+    """A job skipped for want of GPUs really had too few left by the jobs the policy
+    ranks before it: no allocator hands its GPUs to a job ranked lower."""
+    pol = get_policy(policy)
+    plan = make_plan(jobs, cluster, pol, get_allocator(allocator), now=1e4)
+    placed = plan.by_job()
+    free = sum(r.gpus for r in cluster.free())
+    seen: set[int] = set()
+    for job in pol.order(jobs, 1e4):
+        if job.id in seen:
+            continue
+        seen.add(job.id)
+        if job.id in placed:
+            free -= job.gpus
+        elif plan.skipped[job.id].startswith("needs "):
+            assert job.gpus > free, (job.id, plan.skipped[job.id], free)

@@ -7,6 +7,7 @@ from .base import AdmittingAllocator, Allocator
 from .opt import OptAllocator
 from .simple import GreedyAllocator, ProportionalAllocator
 from .tune import TuneAllocator
+from .tune_plus import TunePlusAllocator
 from .tune_ref import RefTuneAllocator
 
 # Every allocator by name, in the order the commands list them: adding one is one line here
@@ -16,6 +17,7 @@ ALLOCATORS: dict[str, Callable[[float], Allocator]] = {
     "greedy": lambda _limit: GreedyAllocator(),
     "tune-ref": lambda _limit: RefTuneAllocator(),
     "tune": lambda _limit: TuneAllocator(),
+    "tune-plus": lambda _limit: TunePlusAllocator(),
     "opt": lambda limit: OptAllocator(time_limit_s=limit),
 }
 ALLOCATOR_NAMES = tuple(ALLOCATORS)
@@ -23,14 +25,16 @@ ALLOCATOR_NAMES = tuple(ALLOCATORS)
 
 def get_allocator(name: str, placement: str | None = None,
                   opt_time_limit_s: float = 1.5) -> Allocator:
-    """A new allocator by name (``ALLOCATORS``: proportional, greedy, tune-ref, tune, opt).
+    """A new allocator by name (``ALLOCATORS``: proportional, greedy, tune-ref, tune,
+    tune-plus, opt).
 
     ``tune`` is TUNE with interpolation (the default: it measures better, see
-    benchmarks/core_round.py --opt-gap); ``tune-ref`` is the reference's TUNE rule for rule
-    (tune_ref.py: used to reproduce the paper). ``placement`` (ledger.PLACEMENTS) overrides
-    how GPUs are chosen: each allocator's default is the one it measured best with
-    (tune-ref: the reference's "first-free"). ``opt_time_limit_s``: OPT's wall-time
-    safety net.
+    benchmarks/core_round.py --opt-gap); ``tune-plus`` keeps TUNE's admission and shares
+    cores and memory across the queue (tune_plus.py; docs/results/opt_gap.md); ``tune-ref``
+    is the reference's TUNE rule for rule (tune_ref.py: used to reproduce the paper).
+    ``placement`` (ledger.PLACEMENTS) overrides how GPUs are chosen: each allocator's
+    default is the one it measured best with (tune-ref: the reference's "first-free").
+    ``opt_time_limit_s``: OPT's wall-time safety net.
     """
     try:
         make = ALLOCATORS[name.lower()]
@@ -48,4 +52,4 @@ def get_allocator(name: str, placement: str | None = None,
 
 __all__ = ["ALLOCATORS", "ALLOCATOR_NAMES", "PLACEMENTS", "AdmittingAllocator", "Allocator",
            "GreedyAllocator", "OptAllocator", "ProportionalAllocator", "RefTuneAllocator",
-           "TuneAllocator", "get_allocator"]
+           "TuneAllocator", "TunePlusAllocator", "get_allocator"]
