@@ -28,13 +28,15 @@ def profiles(draw, key: str = "p") -> Profile:
 
 
 @st.composite
-def clusters(draw, reserved: bool = False) -> ClusterState:
+def clusters(draw, reserved: bool = False, uniform: bool = False) -> ClusterState:
+    """1-5 servers of random shapes (``uniform``: all of one shape, the paper's setting)."""
     n = draw(st.integers(1, 5))
     servers = []
     for i in range(n):
-        g = draw(st.sampled_from([1, 2, 4, 8]))
-        c = draw(st.integers(g, 8 * g))
-        m = draw(st.sampled_from([16.0, 32.0, 64.0, 100.0])) * g
+        if not (uniform and servers):
+            g = draw(st.sampled_from([1, 2, 4, 8]))
+            c = draw(st.integers(g, 8 * g))
+            m = draw(st.sampled_from([16.0, 32.0, 64.0, 100.0])) * g
         servers.append(Server(f"n{i}", Resources(g, c, m)))
     res: tuple[tuple[str, Resources], ...] = ()
     if reserved and draw(st.booleans()):
