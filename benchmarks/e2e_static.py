@@ -90,6 +90,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--slurm", default="system", choices=RELEASES,
                     help="which Slurm (synergy dev-cluster up --slurm)")
+    ap.add_argument("--allocator", default="tune",
+                    help="the controller's allocator in the synergy run (e.g. tune-plus)")
     return ap.parse_args()
 
 
@@ -110,12 +112,13 @@ def main() -> int:
         cli = devcluster.slurm_cli(spec, timeout_s=60)
         prop_s = run_trace(cli, trace, profiles_path, args.scale, work, "proportional")
         tune_s, requeues = synergy_run(cli, spec, trace, profiles_path, args.scale, work,
-                                       round_s, restart_trace_s)
+                                       round_s, restart_trace_s, args.allocator)
     finally:
         devcluster.down(spec)
         shutil.rmtree(work, ignore_errors=True)
-    sim = simulated(trace, profiles, round_s, restart_trace_s)
-    out = {"slurm": version, "jobs": len(trace), "scale": args.scale,
+    sim = simulated(trace, profiles, round_s, restart_trace_s, args.allocator)
+    out = {"slurm": version, "allocator": args.allocator, "jobs": len(trace),
+           "scale": args.scale,
            "proportional_makespan_s": round(prop_s, 1), "tune_makespan_s": round(tune_s, 1),
            "ratio": round(prop_s / tune_s, 3),
            "simulated_ratio": round(sim["proportional"] / sim["tune"], 3),
@@ -131,14 +134,15 @@ def main() -> int:
 
 
 def synergy_run(cli, spec, trace, profiles_path: Path, scale: float, work: Path,
-                round_s: float, restart_trace_s: float) -> tuple[float, int]:
-    """The trace with the hook and the controller (TUNE, up to 4 requeues a round): its
-    makespan in wall seconds and the requeues the controller did."""
+                round_s: float, restart_trace_s: float, allocator: str = "tune"
+                ) -> tuple[float, int]:
+    """The trace with the hook and the controller (``allocator``, TUNE by default, up to 4
+    requeues a round): its makespan in wall seconds and the requeues the controller did."""
     cfg = config_from_dict({
         "slurm": {"conf": str(spec.conf_path), "bindir": str(cli.bindir or "")},
         "hook": {"dir": str(spec.etc), "state_dir": str(spec.etc)},
         "profiles": {"file": str(profiles_path)},
-        "controller": {"mode": "enforce", "policy": "fifo", "allocator": "tune",
+        "controller": {"mode": "enforce", "policy": "fifo", "allocator": allocator,
                        "interval_s": max(0.5, round_s * scale),
                        "state_db": str(work / "state.db"),
                        "audit_log": str(work / "audit.jsonl"),
@@ -158,17 +162,18 @@ def synergy_run(cli, spec, trace, profiles_path: Path, scale: float, work: Path,
     return tune_s, requeues
 
 
-def simulated(trace, profiles, round_s: float, restart_trace_s: float) -> dict[str, float]:
+def simulated(trace, profiles, round_s: float, restart_trace_s: float,
+              allocator: str = "tune") -> dict[str, float]:
     """The simulator's makespan (trace seconds) for both runs, the controller model for
-    TUNE as it runs on Slurm."""
+    the synergy run as it runs on Slurm (under the key "tune")."""
     cluster = ClusterState.uniform(4)
     sim = {}
-    for alloc, config in (("proportional", SimConfig), ("tune", SlurmConfig)):
+    for alloc, config in (("proportional", SimConfig), (allocator, SlurmConfig)):
         extra = {"requeue_budget": 4, "restart_cost_s": restart_trace_s} \
             if config is SlurmConfig else {}
         res = simulate(Workload(jobs=tuple(trace), static=True).stream(profiles, None),
                        profiles, config(cluster, "fifo", alloc, round_s=round_s, **extra))
-        sim[alloc] = res.makespan_s
+        sim["tune" if config is SlurmConfig else alloc] = res.makespan_s
     return sim
 
 if __name__ == "__main__":
