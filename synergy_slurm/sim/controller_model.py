@@ -43,15 +43,16 @@ from ..core import (
     Profile,
     RequeueRule,
     Resources,
+    Server,
     get_policy,
 )
-from ..core.backfill import Busy, Waiting, backfill_pass, main_pass
+from ..core.backfill import Busy, Start, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
 from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools
 from ..core.usage import UsageSample, busy_share, judge, marks_after
 from ..decide import Change, PendingView, Step, by_pool, reconcile
-from .config import SlurmConfig
+from .config import Occupancy, SlurmConfig
 from .results import JobResult, SimResult, check_capped, scheduler
 from .trace import TraceJob
 
@@ -109,12 +110,12 @@ class _Inputs:
 
     arrivals: Iterator[TraceJob]
     upcoming: TraceJob | None
-    background: list
+    background: list[Occupancy]
     bg_next: int
     window_left: int | None
 
     @classmethod
-    def start(cls, arrivals: Iterator[TraceJob], cfg) -> _Inputs:
+    def start(cls, arrivals: Iterator[TraceJob], cfg: SlurmConfig) -> _Inputs:
         window_left = None
         if cfg.window is not None:
             window_left = cfg.window[1] - cfg.window[0] + 1
@@ -173,7 +174,7 @@ class _Model:
         self.jobs_used: dict[str, Resources] = {}
         self.used_total = Resources()
         self.bg_used: dict[str, Resources] = {}
-        self._fits_empty: dict[tuple, bool] = {}
+        self._fits_empty: dict[tuple[str, str, int, int, PerGpu], bool] = {}
         self.finished = 0
         # Whether the controller's next round, and Slurm's next backfill pass, may find
         # something new (see _ticks_anyway for the rounds that may even when nothing did).
@@ -358,7 +359,7 @@ class _Model:
             self._fits_empty[key] = bool(main_pass([self._waiting(run)], empty, 0.0))
         return self._fits_empty[key]
 
-    def _hook(self, run: _Run, servers) -> None:
+    def _hook(self, run: _Run, servers: Iterable[Server]) -> None:
         """The job_submit hook, by the one rule (``decide``): a job synergy leaves keeps
         the share it asked for and is never held; a known profile gets its ideal share
         (capped at a node), held (``hold_known``) unless the release honours lowering; an
@@ -374,7 +375,7 @@ class _Model:
         else:
             run.held = self.cfg.hold_unknown
 
-    def _start(self, starts, t: float) -> None:
+    def _start(self, starts: Iterable[Start], t: float) -> None:
         for s in starts:
             run = self.waiting.pop(s.job_id)
             self.visible.pop(s.job_id, None)

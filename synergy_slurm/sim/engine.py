@@ -57,7 +57,7 @@ class _Job:
     attained_s: float = 0.0
     start: float | None = None
     finish: float | None = None
-    shape: tuple | None = None
+    shape: tuple[PerGpu, tuple[tuple[str, int], ...]] | None = None   # (share, placement)
     alloc: Allocation | None = None
     requeued_at: float = float("-inf")
     restart_debt: float = 0.0   # restart time not yet paid (a cost longer than a round)
@@ -93,7 +93,8 @@ def _rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile], config: 
     fair = cluster.fair
     total = cluster.total
     rnd = config.round_s
-    arrivals, upcoming, now = _first_arrival(trace, rnd)
+    arrivals, first, now = _first_arrival(trace, rnd)
+    upcoming: TraceJob | None = first
     active: dict[int, _Job] = {}
     seen: list[_Job] = []
     window_left = None

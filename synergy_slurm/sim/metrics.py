@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,8 +40,9 @@ def jct_stats(jobs: Sequence[JobResult], window: tuple[int, int] | None = None) 
     return JctStats(len(jct), unfinished, float(jct.mean()), float(p50), float(p99), float(p999))
 
 
-def summary_row(result: SimResult, load: float | None) -> dict:
-    """The row ``synergy simulate --format json`` prints for one run."""
+def summary_row(result: SimResult, load: float | None) -> dict[str, Any]:
+    """The row ``synergy simulate --format json`` prints for one run (a JSON document:
+    its values are strings, numbers and None)."""
     st = jct_stats(result.jobs, result.config.window)
     return {
         "policy": result.config.policy, "allocator": result.config.allocator, "load": load,

@@ -46,12 +46,13 @@ class SimulationCapped(ValueError):
 
 def check_capped(out: SimResult, max_rounds: int) -> SimResult:
     """``out``, unless the run stopped at its cap with jobs still running."""
-    left = [j for j in out.jobs if j.finish is None and j.start is not None]
+    left = [(j.job_id, j.start) for j in out.jobs if j.finish is None and j.start is not None]
     if out.rounds >= max_rounds and left:
+        job_id, start = left[0]
         raise SimulationCapped(
             f"the simulation stopped at its cap of {max_rounds:,} rounds with {len(left)} "
-            f"jobs still running (e.g. job {left[0].job_id}, started at "
-            f"{left[0].start / 3600:.0f} h): a trace that long needs longer rounds")
+            f"jobs still running (e.g. job {job_id}, started at "
+            f"{start / 3600:.0f} h): a trace that long needs longer rounds")
     return out
 
 

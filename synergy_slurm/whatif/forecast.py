@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core import PerGpu, Profile, pick_profile
 from ..core.pools import Pool
@@ -69,7 +70,9 @@ class InferredGuess:
     the class its key's use suggests (``classes``: key -> class)."""
 
     classes: Mapping[str, str]
-    _reps: dict = field(default_factory=dict, repr=False)
+    # (the user's profile keys, class, GPU types) -> the class's representative
+    _reps: dict[tuple[frozenset[str], str, frozenset[str]], Profile | None] = field(
+        default_factory=dict, repr=False)
 
     def __call__(self, job: HistoryJob, prof: Profile | None, how: str,
                  mine: Mapping[str, Profile], types: frozenset[str]
@@ -135,7 +138,7 @@ class UsedGuess:
     :func:`used_profile` at its key's need (capped at what the job had); others unknown."""
 
     needs: Mapping[str, PerGpu]
-    _made: dict = field(default_factory=dict, repr=False)
+    _made: dict[str, Profile] = field(default_factory=dict, repr=False)   # by name
 
     def __call__(self, job: HistoryJob, prof: Profile | None, how: str,
                  mine: Mapping[str, Profile], types: frozenset[str]
@@ -205,7 +208,8 @@ def credited_speedup(profiles: Mapping[str, Profile], cls: str | None, fair: Per
 
 
 def to_profile(history: Iterable[HistoryJob], usage: Mapping[int, JobUsage],
-               profiles: Mapping[str, Profile], fair: PerGpu, top: int = 10) -> list[dict]:
+               profiles: Mapping[str, Profile], fair: PerGpu, top: int = 10
+               ) -> list[dict[str, Any]]:
     """The ``top`` keys without a profile whose profiling would most narrow the gap between
     the guaranteed and the expected forecast: GPU-hours times the speedup the expected
     forecast credits their class (credited_speedup), with the lines that profile them."""

@@ -49,7 +49,7 @@ class Stats:
     jct_p99_h: float
     makespan_h: float
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float]:
         return {k: (round(v, 4) if isinstance(v, float) else v)
                 for k, v in self.__dict__.items()}
 
@@ -65,14 +65,16 @@ class Times:
 
 
 def stats(times: Sequence[Times]) -> Stats:
-    done = [t for t in times if t.end is not None and t.start is not None]
+    # (arrival, start, end) of the jobs that ran and ended
+    done = [(t.arrival, t.start, t.end) for t in times
+            if t.end is not None and t.start is not None]
     nan = float("nan")
     if not done:
         return Stats(0, len(times), nan, nan, nan, nan, nan)
-    wait = np.array([t.start - t.arrival for t in done]) / 3600
-    jct = np.array([t.end - t.arrival for t in done]) / 3600
+    wait = np.array([start - arrival for arrival, start, _ in done]) / 3600
+    jct = np.array([end - arrival for arrival, _, end in done]) / 3600
     p50, p99 = np.percentile(jct, [50, 99])
-    span = (max(t.end for t in done) - min(t.arrival for t in times)) / 3600
+    span = (max(end for _, _, end in done) - min(t.arrival for t in times)) / 3600
     return Stats(len(done), len(times) - len(done), float(wait.mean()), float(jct.mean()),
                  float(p50), float(p99), float(span))
 

@@ -9,6 +9,9 @@ import io
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ..core import ClusterState, PerGpu, Profile
 from ..core.pools import Pool
@@ -29,6 +32,9 @@ from .replay import (
     utilisation,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 # One colour and one line style per run in every plot.
 _COLOURS = {"actual": "#222222", "plain": "#1f77b4", "synergy": "#d62728"}
 _LINES = {"actual": "-", "plain": "--", "synergy": ":"}
@@ -43,7 +49,7 @@ ROWS = (("jobs", "jobs"), ("unfinished", "unfinished"), ("mean wait (h)", "wait_
 
 def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[Pool],
           ctl: ControllerSettings, source: str, skipped: int, skipped_reasons: dict[str, int],
-          assumptions: dict | None = None) -> dict:
+          assumptions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     overall = {w: stats(list(outcome.times(w).values())).as_dict() for w in RUNS}
     plain, syn, actual = overall["plain"], overall["synergy"], overall["actual"]
     ran = "synergy" if replay.under_synergy else "plain"
@@ -98,8 +104,8 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
     }
 
 
-def first_screen(doc: dict, replay: Replay, cluster: ClusterState, release_read: bool
-                 ) -> dict:
+def first_screen(doc: Mapping[str, Any], replay: Replay, cluster: ClusterState,
+                 release_read: bool) -> dict[str, Any]:
     """The answer, how far to trust it, the warnings and what to do next (summary.py);
     call once the forecasts are in ``doc``."""
     ran = doc["ran"]
@@ -114,7 +120,7 @@ def first_screen(doc: dict, replay: Replay, cluster: ClusterState, release_read:
             "next": summary.next_steps(doc.get("keys_to_profile") or [], bool(warned))}
 
 
-def first_lines(doc: dict) -> list[str]:
+def first_lines(doc: Mapping[str, Any]) -> list[str]:
     """The first screen as text."""
     lines = [*summary.headline_text(doc["headline"]), *summary.trust_text(doc["trust"])]
     for w in doc["warnings"]:
@@ -124,17 +130,19 @@ def first_lines(doc: dict) -> list[str]:
 
 
 def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
-                  profiles: Mapping[str, Profile], fair: PerGpu, top: int = 10) -> dict:
+                  profiles: Mapping[str, Profile], fair: PerGpu, top: int = 10
+                  ) -> dict[str, Any]:
     """What the jobs used (where the history records it), the class each job's use suggests
     (whatif/infer.py), the ``top`` keys without a profile whose profiling would most narrow
     the forecasts' gap (whatif/forecast.py), and the GPU-hours synergy would not reshape."""
     measured = [u for u in usage.jobs.values() if u.core_use is not None]
     classes = Counter(infer_class(u)[0] or "unclassified" for u in measured)
     unprofiled = [j for j in history if replay.source.get(j.job_id) in ("unknown", "inferred")]
-    hours: Counter[str] = Counter()
+    hours: dict[str, float] = {}    # GPU-hours by why synergy would not reshape ("": it would)
     for j in history:
         if j.gpus > 0 and j.start is not None:
-            hours[j.unshaped or ""] += j.gpus * ((j.end or replay.end) - j.start) / 3600
+            why = j.unshaped or ""
+            hours[why] = hours.get(why, 0.0) + j.gpus * ((j.end or replay.end) - j.start) / 3600
     total = sum(hours.values())
     return {
         "usage": {"jobs_measured": len(measured),
@@ -144,19 +152,21 @@ def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
                   "unknown": dict(sorted(usage.unknown.items())),
                   "skipped": len(usage.skipped),
                   "jobs": [{"job_id": u.job_id, "cpus": u.alloc_cpus,
-                            "core_use": round(u.core_use, 3),
+                            "core_use": None if u.core_use is None
+                            else round(u.core_use, 3),
                             "peak_mem_mb": None if u.peak_mem_mb is None
                             else round(u.peak_mem_mb, 1)}
                            for u in sorted(measured, key=lambda u: u.job_id)[:MAX_JOBS]]},
         "keys_to_profile": forecast.to_profile(unprofiled, usage.jobs, profiles, fair, top),
-        "not_reshaped": {"share": round((total - hours[""]) / total, 4) if total else 0.0,
+        "not_reshaped": {"share": round((total - hours.get("", 0.0)) / total, 4)
+                         if total else 0.0,
                          "gpu_hours": {why: round(h, 2) for why, h in sorted(hours.items())
                                        if why}},
     }
 
 
 def forecast_section(outcome: Outcome, replay: Replay, forecasts: Mapping[str, Replay],
-                     mix: Sequence[float] | None) -> dict:
+                     mix: Sequence[float] | None) -> dict[str, Any]:
     """The three forecasts (whatif/forecast.py): each the plain replay's mean JCT over its
     own, what it assumes, and where its jobs' profiles came from; the optimistic one only
     with a stated ``mix`` (None otherwise, and said so)."""
@@ -165,7 +175,7 @@ def forecast_section(outcome: Outcome, replay: Replay, forecasts: Mapping[str, R
             "expected": ("synergy", replay), "optimistic": ("optimistic",
                                                            forecasts.get("optimistic"))}
     gains: dict[str, float | None] = {}
-    detail: dict[str, dict] = {}
+    detail: dict[str, dict[str, Any]] = {}
     label = "/".join(f"{x:g}" for x in mix) if mix is not None else ""
     for name, (run, rp) in runs.items():
         if rp is None:
@@ -183,8 +193,8 @@ def forecast_section(outcome: Outcome, replay: Replay, forecasts: Mapping[str, R
             "forecast_detail": detail}
 
 
-def _usage_lines(doc: dict) -> list[str]:
-    lines = []
+def _usage_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
     fc, detail = doc.get("forecast"), doc.get("forecast_detail", {})
     if fc:
         lines += ["", "Forecasts (mean JCT, " + fc["basis"] + "):"]
@@ -218,7 +228,7 @@ def _usage_lines(doc: dict) -> list[str]:
     return lines
 
 
-def as_text(doc: dict) -> str:
+def as_text(doc: Mapping[str, Any]) -> str:
     c = doc["cluster"]
     lines = [f"synergy whatif: {doc['replayed']} GPU jobs replayed from {doc['source']}, "
              f"{doc['window'][0]} .. {doc['window'][1]}", "", *first_lines(doc), "",
@@ -254,7 +264,8 @@ def as_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def _table(overall: dict, util: dict) -> list[str]:
+def _table(overall: Mapping[str, Mapping[str, float]],
+           util: Mapping[str, Mapping[str, float]]) -> list[str]:
     out = [f"{'':<16}" + "".join(f"{w:>14}" for w in RUNS)]
     for label, key in ROWS:
         out.append(f"{label:<16}" + "".join(f"{_h(overall[w][key]):>14}" for w in RUNS))
@@ -264,7 +275,7 @@ def _table(overall: dict, util: dict) -> list[str]:
     return out
 
 
-def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
+def write_html(doc: Mapping[str, Any], outcome: Outcome, path: Path, usage: UsageRead | None = None
                ) -> list[str]:
     """report.html: the report's sections as tables, with its plots embedded (PNG as data
     URIs: a JCT CDF, finished jobs per day and, where the history records use, each job's
@@ -293,7 +304,7 @@ def write_html(doc: dict, outcome: Outcome, path, usage: UsageRead | None = None
     return [*(str(path.parent / n) for n in images), str(path)]
 
 
-def _html_first_screen(doc: dict) -> list[str]:
+def _html_first_screen(doc: Mapping[str, Any]) -> list[str]:
     """The answer, how far to trust it, the warnings and the next steps, above the rest."""
     e = html.escape
     head = summary.headline_text(doc["headline"])
@@ -311,7 +322,7 @@ def _html_first_screen(doc: dict) -> list[str]:
     return parts
 
 
-def _html_results(doc: dict) -> list[str]:
+def _html_results(doc: Mapping[str, Any]) -> list[str]:
     """The replay's figures: forecasts, fidelity, overall and by group."""
     parts: list[str] = []
     if doc.get("forecast_detail"):
@@ -342,7 +353,7 @@ def _html_results(doc: dict) -> list[str]:
     return parts
 
 
-def _html_site(doc: dict) -> list[str]:
+def _html_site(doc: Mapping[str, Any]) -> list[str]:
     """What the replay learnt of the site: use, keys to profile, what was not reshaped,
     and what was left out."""
     parts: list[str] = []
@@ -377,21 +388,21 @@ def _html_site(doc: dict) -> list[str]:
     return parts
 
 
-def _html_table(title: str, head: Sequence, rows: Sequence[Sequence]) -> str:
+def _html_table(title: str, head: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
     e = html.escape
     return (f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(str(h))}</th>" for h in head)
             + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r)
                                 + "</tr>" for r in rows) + "</table>")
 
 
-def _plots(outcome: Outcome, where, usage: UsageRead | None) -> dict[str, str]:
+def _plots(outcome: Outcome, where: Path, usage: UsageRead | None) -> dict[str, str]:
     """The report's plots, written to ``where`` and returned base64 by file name."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    images = {}
+    images: dict[str, str] = {}
     fig, ax = plt.subplots(figsize=(6, 4))
     for w in RUNS:
         jct = sorted((t.end - t.arrival) / 3600 for t in outcome.times(w).values()
@@ -421,11 +432,12 @@ def _plots(outcome: Outcome, where, usage: UsageRead | None) -> dict[str, str]:
     ax.legend()
     ax.set_title("Finished jobs per day")
     images["per_day.png"] = _save(fig, where / "per_day.png", plt)
-    used = [u for u in (usage.jobs.values() if usage else ()) if u.core_use is not None]
+    used = [(u.alloc_cpus, u.core_use) for u in (usage.jobs.values() if usage else ())
+            if u.core_use is not None]   # (cores given, share of them kept busy)
     if used:
         fig, ax = plt.subplots(figsize=(6, 4))
-        given = [u.alloc_cpus for u in used]
-        ax.scatter(given, [u.core_use * u.alloc_cpus for u in used], s=8, alpha=0.5,
+        given = [c for c, _ in used]
+        ax.scatter(given, [use * c for c, use in used], s=8, alpha=0.5,
                    label="jobs")
         top = max(given)
         ax.plot([0, top], [0, top], color="grey", linestyle="--", label="all cores busy")
@@ -437,7 +449,7 @@ def _plots(outcome: Outcome, where, usage: UsageRead | None) -> dict[str, str]:
     return images
 
 
-def _save(fig, path, plt) -> str:
+def _save(fig: Figure, path: Path, plt: ModuleType) -> str:
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=90)
@@ -471,11 +483,11 @@ def _signed_h(d: float | None) -> str:
     return "n/a" if d is None else f"{d:+.3f} h"
 
 
-def _pct(x: float) -> str:
+def _pct(x: float | None) -> str:
     return "n/a" if x is None or x != x else f"{x * 100:+.1f}%"
 
 
-def _h(x) -> str:
+def _h(x: object) -> str:
     if x is None or (isinstance(x, float) and x != x):
         return "-"
     return f"{x:.3f}" if isinstance(x, float) else str(x)

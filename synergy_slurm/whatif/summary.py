@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from ..slurm.sacct import HistoryJob
 
 # A replay that misses more than this share of the history's mean JCT, or of its mean wait
 # (where waiting is at least WAIT_MATTERS of the JCT), earns a warning.
@@ -51,7 +54,7 @@ def ratio_words(r: float | None, what: str = "") -> str:
 
 
 def headline(ran: str, forecast: Mapping[str, float | None], measured: Mapping[str, float | None],
-             jobs: int) -> dict:
+             jobs: int) -> dict[str, Any]:
     """The answer in one record: ``kind`` forecast (synergy did not run: the plain replay's
     mean JCT over the synergy replay's; ``forecast`` agrees) or measured (synergy ran:
     what happened against the plain replay)."""
@@ -66,7 +69,7 @@ def headline(ran: str, forecast: Mapping[str, float | None], measured: Mapping[s
             "basis": "the plain replay / what happened under synergy (Slurm's records)"}
 
 
-def headline_text(h: Mapping) -> list[str]:
+def headline_text(h: Mapping[str, Any]) -> list[str]:
     """The first lines a reader sees."""
     x = h["jct_mean"]
     if h["kind"] == "measured":
@@ -103,7 +106,7 @@ def _short(r: float | None) -> str:
 
 
 def trust(fid: Mapping[str, float | str], actual: Mapping[str, float],
-          replayed: Mapping[str, float]) -> dict:
+          replayed: Mapping[str, float]) -> dict[str, Any]:
     """How far the replay of what ran follows what happened: its error per metric, and
     what its mean-JCT error is made of (waiting missed, running missed), in hours and as
     a share of the history's."""
@@ -118,7 +121,7 @@ def trust(fid: Mapping[str, float | str], actual: Mapping[str, float],
             "run_h": {"history": round(run_a, 4), "replay": round(run_r, 4)}}
 
 
-def trust_text(t: Mapping) -> list[str]:
+def trust_text(t: Mapping[str, Any]) -> list[str]:
     w, r = t["wait_h"], t["run_h"]
     return [f"How far to trust it: the {t['of']} replay against what happened: mean JCT "
             f"{_pct(t['jct_mean'])}, makespan {_pct(t['makespan'])}, p99 JCT "
@@ -128,7 +131,7 @@ def trust_text(t: Mapping) -> list[str]:
             f"against {_dur(r['history'])}."]
 
 
-def warnings(t: Mapping, actual_jct_h: float, nodes_used: int, nodes_described: int,
+def warnings(t: Mapping[str, Any], actual_jct_h: float, nodes_used: int, nodes_described: int,
              peak_gpus: int, gpus_described: int, release_read: bool,
              skipped: Mapping[str, int]) -> list[Warning]:
     """What this history earns (module constants): a replay that misses the waiting or
@@ -174,9 +177,9 @@ def warnings(t: Mapping, actual_jct_h: float, nodes_used: int, nodes_described: 
     return out
 
 
-def next_steps(keys: Sequence[Mapping], warned: bool) -> list[str]:
+def next_steps(keys: Sequence[Mapping[str, Any]], warned: bool) -> list[str]:
     """What to do next, in order."""
-    out = []
+    out: list[str] = []
     if warned:
         out.append("Check the warnings above before acting on the forecast.")
     if keys:
@@ -188,7 +191,7 @@ def next_steps(keys: Sequence[Mapping], warned: bool) -> list[str]:
     return out
 
 
-def nodes_and_peak(jobs: Sequence, described: set[str]) -> tuple[int, int]:
+def nodes_and_peak(jobs: Sequence[HistoryJob], described: set[str]) -> tuple[int, int]:
     """Distinct described nodes the GPU jobs ran on (NodeList), and the most GPUs they held
     at once."""
     used = {n for j in jobs for n in j.nodes if n in described}
