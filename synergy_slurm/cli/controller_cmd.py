@@ -62,8 +62,8 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     releases the jobs the hook held.
     """
     cfg = config_or_exit(config_path)
-    effective = "observe" if dry_run else (mode or cfg.controller.mode)
-    ctl = Controller(cfg, mode=effective)
+    # Only --dry-run and --mode override the file's mode: a reload (SIGHUP) may change it.
+    ctl = Controller(cfg, mode="observe" if dry_run else mode)
     if cfg.controller.metrics_port and not once:
         try:
             ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
@@ -88,7 +88,7 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
         if once and fmt == "json":
             click.echo(json.dumps([a.as_dict() for a in res.actions]))
         else:
-            _print_round(res, effective)
+            _print_round(res, ctl.mode)
 
     rc = ctl.run(stop, once=once, on_round=show)
     if rc:

@@ -288,8 +288,7 @@ class Controller:
         self.cfg = cfg
         was = self.mode
         self.mode = self._mode_override or c.mode
-        if isinstance(self.writer, SlurmWriter):
-            self.writer.enforce = self.mode == "enforce"
+        self.writer.enforce = self.mode == "enforce"
         self.policy = get_policy(c.policy)
         self.allocator = get_allocator(c.allocator)
         self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,

@@ -195,7 +195,8 @@ def past_job_lines(store: StatusSource, job_id: int) -> list[str]:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j["gone"] or 0))
     shape = (f"{j['cpus_per_gpu'] or 'default'} cores/GPU, "
              f"{j['mem_per_gpu_mb'] or 'default'} MB/GPU")
-    requeued = f", requeued {j['requeues']} times" if j.get("requeues") else ""
+    n = j.get("requeues") or 0
+    requeued = "" if not n else ", requeued once" if n == 1 else f", requeued {n} times"
     out = [f"job {job_id} ({j['user']}): left the queue by {when} (finished, cancelled or "
            f"failed; sacct -j {job_id} says which); last seen {j['state']} with {shape}"
            f"{requeued}",
