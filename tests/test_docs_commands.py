@@ -91,7 +91,7 @@ def _resolve(words: tuple[str, ...]) -> tuple[click.Command, list[str], list[str
             continue
         sub = cmd.get_command(click.Context(cmd), rest[0])
         assert sub is not None, f"no command {' '.join(path + rest[:1])!r}"
-        cmd, path = sub, path + [rest.pop(0)]
+        cmd, path = sub, [*path, rest.pop(0)]
     return cmd, path, rest
 
 
