@@ -192,3 +192,37 @@ def test_every_value_the_example_offers_is_accepted(section, key, value, tmp_pat
     f.write_text(f'[{section}]\n{key} = "{value}"\n')
     _, problems = check_config(f)
     assert problems == [], problems
+
+
+def _sections() -> list[str]:
+    return re.findall(r"(?m)^## \d+\. (.*)$", GUIDES[0].read_text())
+
+
+def test_the_admin_guide_goes_in_the_order_a_site_works():
+    """whatif (what a site runs first, needing only the package) before anything that
+    touches Slurm; the configuration before the hook install that reads it."""
+    titles = _sections()
+
+    def at(word: str) -> int:
+        return next(i for i, t in enumerate(titles) if word in t)
+
+    assert at("Install") < at("whatif") < at("slurm.conf") < at("configuration") < \
+        at("The hook")
+
+
+def test_the_paths_the_admin_guide_copies_from_are_installed():
+    """Every ``.../share/synergy-slurm/X`` the guide names is shipped there by pyproject's
+    data-files (the example configuration was not), and the guide does not ask the
+    system's Python where synergy's venv is."""
+    import tomllib
+
+    text = GUIDES[0].read_text()
+    assert "python3 -c 'import sys; print(sys.prefix)'" not in text
+    files = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "data-files"]
+    shipped = {f"{dest}/{src.name}" for dest, globs in files.items() for g in globs
+               for src in REPO.glob(g)}
+    named = set(re.findall(r"(share/synergy-slurm/[\w./-]+\.[a-z]+)", text))
+    share = "share/synergy-slurm"
+    named |= {f"{share}/{m}" for m in re.findall(r"\$share/([\w./-]+\.[a-z]+)", text)}
+    assert named and named <= shipped, named - shipped
