@@ -27,6 +27,7 @@ from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
 from ..profiles.resolve import configured
 from ..profiles.store import RESULT_META, ProfileStore, StoredProfile
+from ..shipped import SHIPPED_PROFILES
 from ..slurm.commands import SlurmCLI
 from ..slurm.profiling_job import profiling_job_options
 from ..vocabulary import KEY_RE
@@ -307,7 +308,8 @@ def show_cmd(config_path, store_path, key, fmt) -> None:
                                else None, "usage": evidence, "suspects": marks}))
         return
     if got is None:
-        click.echo(f"{key}: no profile (not in {known.describe()})")
+        click.echo(f"{key}: not in the profile store nor the profiles file "
+                   f"({known.describe()}): its jobs get the GPU-proportional share")
     else:
         trust = config_or_exit(config_path).profiles.trust
         click.echo(f"{key}: from the {source} ({where}); shapes {known.used_by(key, trust)}"
@@ -387,7 +389,7 @@ def _resolved(config_path, store_path):
     path = _store_path(config_path, store_path)
     if store_path and not path.parent.is_dir():
         raise BadInput(f"--store {path}: directory {path.parent} does not exist")
-    known = configured(config_or_exit(config_path).profiles.file, path)
+    known = configured(config_or_exit(config_path).profiles.file, path, SHIPPED_PROFILES)
     if known.problems:
         # What cannot be read is not shown as "no profiles": the hook and the controller
         # would miss the same ones.

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import Profile, ProfileError
-from ..shipped import SHIPPED_PROFILES
 from .files import load_profiles
 from .store import ProfileStore
 
@@ -54,9 +53,11 @@ class Resolved:
                 "the file's)")
 
 
-def configured(file: str, store: str | Path) -> Resolved:
+def configured(file: str, store: str | Path, shipped: Path | None = None) -> Resolved:
     """The configuration's profiles: ``[profiles] file`` (if set) overlaid with the store's
-    (if it exists); every problem met is named, none raised."""
+    (if it exists); every problem met is named, none raised. ``shipped``: the profiles
+    shipped with synergy (``shipped.SHIPPED_PROFILES``, which this package may not
+    import), for ``sources`` to name them where the file is that one."""
     problems: list[str] = []
     base: dict[str, Profile] = {}
     if file:
@@ -65,7 +66,7 @@ def configured(file: str, store: str | Path) -> Resolved:
         except (OSError, ProfileError) as exc:
             problems.append(f"profiles file {file}: {exc}")
     merged, owners, more = with_owners(base, store)
-    from_file = SHIPPED if file and _same_file(file, SHIPPED_PROFILES) else FILE
+    from_file = SHIPPED if file and shipped and _same_file(file, shipped) else FILE
     sources = {k: from_file if base.get(k) is p else STORE for k, p in merged.items()}
     stored = sum(1 for v in sources.values() if v == STORE)
     return Resolved(merged, owners, len(base), stored, file, str(store), (*problems, *more),
