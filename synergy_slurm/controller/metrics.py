@@ -76,7 +76,10 @@ class Metrics:
                               "controller kept the table fresh, that arrived without the "
                               "hook's tag in the last rounds (the hook reads no table)",
                               registry=r)
+        self._configuration(r)
 
+    def _configuration(self, r: CollectorRegistry) -> None:
+        """The configuration in force: when it was read, and the reloads (SIGHUP)."""
         self.config_time = Gauge("synergy_config_loaded_timestamp_seconds",
                                  "When the controller read synergy.toml (start or reload)",
                                  registry=r)
