@@ -44,20 +44,25 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
 
 
 def _open_readonly(p: Path) -> sqlite3.Connection:
-    """Read-only, also where the reader may not write the directory. While the writer
-    (the controller) has the database open, its WAL index files exist and a read-only
-    connection shares them; once it has closed it, they are gone and a read-only reader
-    could not make them: then the file is read as immutable (nobody is writing it)."""
+    """Read-only, also where the reader may not write the directory, and creating nothing
+    where it may (root). While the writer (the controller) has the database open, its WAL
+    index files exist and a read-only connection shares them. Once it has closed it, they
+    are gone, and SQLite would make them for a reader that may write the directory (root
+    ran ``synergy status`` and left ``state.db-wal`` and ``-shm`` behind, root's, beside
+    the controller's state): then the file is read as immutable (nobody is writing it;
+    every change was checkpointed into it when the writer closed)."""
     uri = f"file:{quote(str(p.resolve()))}?mode=ro"
-    db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None,
-                         check_same_thread=False)
-    try:
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.OperationalError as exc:
-        if "readonly" not in str(exc) and "unable to open" not in str(exc):
-            raise
-        db.close()
+    wal = [p.with_name(p.name + s) for s in ("-wal", "-shm")]
+    if all(w.exists() for w in wal):
+        db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None,
+                             check_same_thread=False)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc) and "unable to open" not in str(exc):
+                raise
+            db.close()
     return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None,
                            check_same_thread=False)
 

@@ -3,6 +3,7 @@ the Lua hook and the job templates (synergy_slurm/shipped.py finds them there)."
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -33,6 +34,16 @@ def test_the_wheel_ships_the_hook_and_the_templates(tmp_path):
         *(REPO / "docs" / "systemd").glob("*.service"),
         REPO / "docs" / "systemd" / "synergy.logrotate"]}
     assert shipped <= data, shipped - data
+    # The guides and the example configuration (the admin guide copies the example; the
+    # units' Documentation= names the admin guide under the venv of the guide's §2).
+    docs = {"share/synergy-slurm/docs/admin-guide.md", "share/synergy-slurm/docs/user-guide.md",
+            "share/synergy-slurm/docs/synergy.toml.example",
+            "share/synergy-slurm/docs/prometheus/synergy.rules.yml"}
+    assert docs <= data, docs - data
+    for unit in (REPO / "docs" / "systemd").glob("*.service"):
+        (doc,) = re.findall(r"^Documentation=file:///opt/synergy-slurm/(\S+)$",
+                            unit.read_text(), re.M)
+        assert doc in data, (unit.name, doc)
     assert "profiler/harness.py" in names and "synergy_slurm/cli/main.py" in names
     # The reference profiles are package data: simulate, plan and the demo need no checkout.
     assert "synergy_slurm/data/model_profiles.json" in names

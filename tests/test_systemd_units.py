@@ -7,6 +7,8 @@ Slurm operator's rights are all it needs (tests/controller/test_operator_on_slur
 
 from __future__ import annotations
 
+import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -71,3 +73,24 @@ def test_systemd_accepts_the_units(tmp_path):
     res = subprocess.run(["systemd-analyze", "verify", *names], cwd=tmp_path,
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0 and not res.stderr.strip(), res.stderr
+
+
+@pytest.mark.skipif(shutil.which("logrotate") is None, reason="needs logrotate")
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a log owned by another user")
+def test_a_rotated_audit_log_stays_writable_by_the_controllers_user(tmp_path):
+    """The shipped logrotate snippet on a log owned by the controller's service user (the
+    guide's User=synergy; `nobody` here): the file it re-creates is that user's, 0640.
+    Before, `create 0640 root adm` gave it to root and the controller could not append."""
+    log = tmp_path / "audit.jsonl"
+    log.write_text('{"action": "release"}\n')
+    nobody = pwd.getpwnam("nobody")
+    os.chown(log, nobody.pw_uid, nobody.pw_gid)
+    log.chmod(0o640)
+    conf = tmp_path / "synergy.logrotate"
+    conf.write_text((UNITS / "synergy.logrotate").read_text().replace(
+        "/var/log/synergy/audit.jsonl", str(log)))
+    subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "state"), str(conf)],
+                   check=True, capture_output=True, timeout=60)
+    assert (tmp_path / "audit.jsonl.1").exists()
+    st = log.stat()
+    assert (st.st_uid, st.st_mode & 0o777) == (nobody.pw_uid, 0o640)

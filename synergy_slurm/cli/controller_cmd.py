@@ -54,13 +54,16 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     action is written to the audit log ([controller] audit_log) whatever the mode.
 
     What this Slurm allows (lowering scheduled jobs, lowering running jobs' memory, which
-    needs PrologFlags=Contain) is read at the first round and logged; SIGHUP reads it
-    again (e.g. after slurm.conf changed or Slurm was upgraded). SIGTERM stops after the
-    current round and releases the jobs the hook held.
+    needs PrologFlags=Contain) is read at the first round and logged. SIGHUP (systemctl
+    reload) re-reads and checks --config before the next round (mode, interval, policy,
+    profiles, hook table, ...) and what Slurm allows: a file with a problem keeps the
+    running configuration and the log says why in one line; `synergy status` shows the
+    mode and when the configuration was read. SIGTERM stops after the current round and
+    releases the jobs the hook held.
     """
     cfg = config_or_exit(config_path)
-    effective = "observe" if dry_run else (mode or cfg.controller.mode)
-    ctl = Controller(cfg, mode=effective)
+    # Only --dry-run and --mode override the file's mode: a reload (SIGHUP) may change it.
+    ctl = Controller(cfg, mode="observe" if dry_run else mode)
     if cfg.controller.metrics_port and not once:
         try:
             ctl.metrics.serve(cfg.controller.metrics_port, cfg.controller.metrics_address)
@@ -74,14 +77,18 @@ def run_cmd(config_path, once, dry_run, mode, fmt) -> None:
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-        # What this Slurm allows (release, PrologFlags=Contain) is read again next round.
-        signal.signal(signal.SIGHUP, lambda *_: ctl.refresh())
+        # synergy.toml, and what this Slurm allows (release, PrologFlags=Contain), are
+        # read again before the next round (a bad file keeps the running configuration).
+        def reload(*_: object) -> None:
+            ctl.reload_pending = True
+
+        signal.signal(signal.SIGHUP, reload)
 
     def show(res: RoundResult) -> None:
         if once and fmt == "json":
             click.echo(json.dumps([a.as_dict() for a in res.actions]))
         else:
-            _print_round(res, effective)
+            _print_round(res, ctl.mode)
 
     rc = ctl.run(stop, once=once, on_round=show)
     if rc:
@@ -203,6 +210,7 @@ def status_cmd(config_path, user, job_id, fmt) -> None:
     if fmt == "json":
         click.echo(json.dumps({"last_round": store.last_round(),
                                "jobs": select(store.jobs(), user=user, job_id=job_id),
+                               "past": select(store.past(), user=user, job_id=job_id),
                                "suspects": [s for s in store.suspects()
                                             if user is None or s["user"] == user]}))
         return

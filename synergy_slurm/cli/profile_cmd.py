@@ -25,7 +25,9 @@ from ..core import Profile, ProfileError, profiles_from_doc, profiles_to_doc
 from ..dbfile import DatabaseError
 from ..profiles.build import build_profile
 from ..profiles.memory_model import StorageModel
-from ..profiles.store import RESULT_META, ProfileStore
+from ..profiles.resolve import configured
+from ..profiles.store import RESULT_META, ProfileStore, StoredProfile
+from ..shipped import SHIPPED_PROFILES
 from ..slurm.commands import SlurmCLI
 from ..slurm.profiling_job import profiling_job_options
 from ..vocabulary import KEY_RE
@@ -289,19 +291,29 @@ def show_cmd(config_path, store_path, key, fmt) -> None:
     KEY is a profile key, or KEY@GPU_TYPE for one measured on nodes of that GPU type
     (``synergy profile list`` shows both forms)."""
     path = _store_path(config_path, store_path)
+    known = _resolved(config_path, store_path)
     got = ProfileStore(path, readonly=True).get(key) if path.exists() else None
+    if got is None and key in known.profiles:
+        # The profiles file's (or the shipped one's): what the hook and controller use.
+        got = StoredProfile(known.profiles[key], 0, 0.0, 0.0, known.sources[key], "")
+    source = known.sources.get(key)      # None: not among the profiles in use
     evidence, marks = _evidence(config_path, key.split("@")[0])
     if got is None and not evidence and not marks:
-        if not path.exists():
-            raise BadInput(f"{path}: no such database (the profile store)")
-        raise BadInput(f"{path}: no profile {key!r}")
+        raise BadInput(f"no profile {key!r} ({known.describe()}): its jobs get the "
+                       "GPU-proportional share; synergy profile list shows the known keys")
+    where = path if source == "store" else known.file
     if fmt == "json":
         click.echo(json.dumps({**(got.show() if got else {"key": key}),
-                               "usage": evidence, "suspects": marks}))
+                               "resolved_from": source, "path": str(where) if source
+                               else None, "usage": evidence, "suspects": marks}))
         return
     if got is None:
-        click.echo(f"{key}: not in the profile store ({path})")
+        click.echo(f"{key}: not in the profile store nor the profiles file "
+                   f"({known.describe()}): its jobs get the GPU-proportional share")
     else:
+        trust = config_or_exit(config_path).profiles.trust
+        click.echo(f"{key}: from the {source} ({where}); shapes {known.used_by(key, trust)}"
+                   if source else f"{key}: in the store, not in use ({known.describe()})")
         _show_profile(key, got)
     if evidence:
         click.echo("\nwhat running jobs used (per GPU; the closed loop, [usage]):")
@@ -331,8 +343,11 @@ def _show_profile(key: str, got) -> None:
     p = got.profile
     where = f"measured on {p.gpu_type} GPUs; " if p.gpu_type else ""
     where += f"measured for {got.owner} ([profiles] trust); " if got.owner else ""
-    click.echo(f"{key}: {where}ideal {p.ideal.cpus} cores/GPU, {p.ideal.mem_gb:g} GB/GPU; "
-               f"{got.measured_points} points measured, {got.profiling_cpu_s:.1f} CPU-s")
+    ideal = (f"ideal {p.ideal.cpus} cores/GPU, {p.ideal.mem_gb:g} GB/GPU" if p.ideal
+             else "no ideal (insensitive)")
+    cost = (f"{got.measured_points} points measured, {got.profiling_cpu_s:.1f} CPU-s"
+            if got.measured_points else "not measured here")
+    click.echo(f"{key}: {where}{ideal}; {cost}")
     click.echo("cores/GPU \\ GB/GPU " + " ".join(f"{m:>8g}" for m in p.mem_grid))
     for c, row in zip(p.cpu_grid, p.throughput, strict=True):
         click.echo(f"{c:>18g} " + " ".join(f"{v:8.3g}" for v in row))
@@ -340,17 +355,60 @@ def _show_profile(key: str, got) -> None:
 
 @profile.command("list")
 @store_options
-def list_cmd(config_path, store_path) -> None:
-    """The keys in the store (none, and a note, when there is no store yet)."""
-    path = _store_path(config_path, store_path)
-    if not path.exists():
-        if store_path and not path.parent.is_dir():     # a typo, not a store not made yet
-            raise BadInput(f"--store {path}: directory {path.parent} does not exist")
-        click.echo(f"no profile store at {path} yet (synergy profile import/run fill it)",
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def list_cmd(config_path, store_path, fmt) -> None:
+    """The profiles the hook and the controller use, as they resolve them: the profiles
+    file ([profiles] file: "file", or "shipped" where it is the paper's profiles synergy
+    ships), overlaid with the profile store ("store": measured profiles win), and whose
+    jobs each may shape ([profiles] trust). A key that is not listed is unknown: its jobs
+    get the GPU-proportional share."""
+    known = _resolved(config_path, store_path)
+    if fmt == "json":
+        click.echo(json.dumps([_listed(known, slot, trust) for slot, trust in
+                               _slots(known, config_path)]))
+        return
+    click.echo(known.describe(), err=True)
+    rows = [_listed(known, slot, trust) for slot, trust in _slots(known, config_path)]
+    if not rows:
+        click.echo("no profiles: every job gets the GPU-proportional share (synergy "
+                   "profile import/run fill the store; [profiles] file names a file)",
                    err=True)
         return
-    for key in ProfileStore(path, readonly=True).list_keys():
-        click.echo(key)
+    click.echo(f"{'key':<24} {'source':<8} {'ideal c/GPU':>11} {'GB/GPU':>7}  shapes")
+    for r in rows:
+        ideal = r["ideal"] or {}
+        click.echo(f"{r['key']:<24} {r['source']:<8} "
+                   f"{ideal.get('cpus_per_gpu', '-'):>11} "
+                   f"{ideal.get('mem_gb_per_gpu', '-'):>7}  {r['shapes']}")
+
+
+def _resolved(config_path, store_path):
+    """What :func:`profiles.resolve.configured` gives the hook and the controller (with
+    --store: that store instead of [profiles] store). A --store whose directory does not
+    exist is a typo."""
+    path = _store_path(config_path, store_path)
+    if store_path and not path.parent.is_dir():
+        raise BadInput(f"--store {path}: directory {path.parent} does not exist")
+    known = configured(config_or_exit(config_path).profiles.file, path, SHIPPED_PROFILES)
+    if known.problems:
+        # What cannot be read is not shown as "no profiles": the hook and the controller
+        # would miss the same ones.
+        raise BadInput("; ".join(known.problems))
+    return known
+
+
+def _slots(known, config_path) -> list[tuple[str, str]]:
+    trust = config_or_exit(config_path).profiles.trust
+    return [(slot, trust) for slot in sorted(known.profiles)]
+
+
+def _listed(known, slot: str, trust: str) -> dict:
+    p = known.profiles[slot]
+    return {"key": slot, "source": known.sources.get(slot, "store"),
+            "file": known.file if known.sources.get(slot) != "store" else None,
+            "owner": known.owners.get(slot) or None, "shapes": known.used_by(slot, trust),
+            "ideal": {"cpus_per_gpu": p.ideal.cpus, "mem_gb_per_gpu": p.ideal.mem_gb}
+            if p.ideal else None}
 
 
 @profile.command("suspects")

@@ -38,7 +38,14 @@ from ..hook.sbatch_args import (
 )
 from ..slurm.units import size_mb
 from ..templates import TemplateError, available, find, parse_template, parse_vars
-from ..vocabulary import KEY_RE, MB_PER_GB, OPT_OUT_TOKEN, REQUEUE_OK_TOKEN, dataset_token
+from ..vocabulary import (
+    KEY_RE,
+    MB_PER_GB,
+    OPT_OUT_TOKEN,
+    REQUEUE_OK_TOKEN,
+    comment_profile_key,
+    dataset_token,
+)
 from .errors import BadInput, Boundary, Failed
 from .options import config_or_exit
 
@@ -207,6 +214,7 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
         raise click.UsageError("--explain needs the job: give its batch script, "
                                "--template NAME or --wrap")
     directives = script_directives(script_text or read_script_of(args))
+    _one_profile_key(profile_key, args, directives)
     argv = build_argv(sbatch, args, profile_key, size, requeue_ok, no_synergy,
                       split_comment(directives)[1])
     if explain:
@@ -228,6 +236,25 @@ def main(ctx: click.Context, profile_key, dataset_size, requeue_ok, no_synergy, 
                      "or unreachable); the job may still have been submitted: check "
                      "squeue --me") from None
     sys.exit(proc.returncode)
+
+
+def _one_profile_key(profile_key: str | None, args: Sequence[str],
+                     directives: Sequence[str]) -> None:
+    """--profile-key and a ``synergy:profile=`` token in the job's own comment (the
+    command line's --comment, else the script's) that name different keys are refused:
+    the hook reads the first token, the comment's, so --profile-key was silently
+    ignored (docs/user-guide.md, The options synergy adds)."""
+    if not profile_key:
+        return
+    end = script_index(args)
+    comment = split_comment(list(args[:end] if end is not None else args))[1]
+    if comment is None:
+        comment = split_comment(directives)[1]
+    theirs = comment_profile_key(comment or "")
+    if theirs is not None and theirs != profile_key:
+        raise click.UsageError(f"--profile-key {profile_key} conflicts with "
+                               f"synergy:profile={theirs} in the job's --comment (the hook "
+                               "would use the comment's): give the key once")
 
 
 def progress_env(config_path) -> dict[str, str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from ..config import Config
+from ..config import DEFAULT_PATH, Config, check_config
 from ..core import (
     JobSpec,
     PerGpu,
@@ -154,6 +154,22 @@ class RoundContext:
     errors: int = 0
 
 
+# How often a wait between rounds looks for a SIGHUP (reload) that came in.
+RELOAD_CHECK_S = 0.5
+
+
+def _restart_only(running: Config, new: Config) -> tuple[Config, list[str]]:
+    """``new`` with what only a restart may change put back as ``running`` has it, and
+    the names of those that differed."""
+    rc, nc = running.controller, new.controller
+    keys = ("state_db", "audit_log", "metrics_port", "metrics_address")
+    kept = [f"[controller] {k}" for k in keys if getattr(rc, k) != getattr(nc, k)]
+    if running.slurm != new.slurm:
+        kept.append("[slurm]")
+    controller = replace(nc, **{k: getattr(rc, k) for k in keys})
+    return replace(new, slurm=running.slurm, controller=controller), kept
+
+
 class Controller:
     """The daemon. Its parts come from the config unless passed in (tests pass a reader
     of recorded snapshots, a recording writer, an in-memory state, their own clock)."""
@@ -165,6 +181,7 @@ class Controller:
                  metrics: Metrics | None = None) -> None:
         self.cfg = cfg
         c = cfg.controller
+        self._mode_override = mode      # --mode, --dry-run: kept across reloads
         self.mode = mode or c.mode
         self.cli = cli or SlurmCLI.for_config(cfg.slurm)
         self.reader: Reader = reader or make_reader(self.cli, cfg.slurm.reader)
@@ -183,6 +200,13 @@ class Controller:
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
         self.metrics.config(self.mode, c.interval_s, cfg.hook.max_age_s)
         self.metrics.watch_table(table_path(cfg.hook), clock)
+        # When this configuration was read (status, metrics: a reload that did not take
+        # shows as an old configuration), and a SIGHUP not yet acted on.
+        self.config_loaded = time.time()
+        self.metrics.loaded(self.config_loaded)
+        self.reload_pending = False
+        self._serving = False         # run() as a daemon (not --once)
+        self._beating = False         # the heartbeat thread runs
         self.last_error: str | None = None   # why the last round failed, for --once
         self.failures = 0                     # rounds failed in a row (backoff, metrics)
         self.lowered = LoweredWatch()
@@ -230,6 +254,75 @@ class Controller:
         self._site = None
         self._access = None
         self._shrink_refused.clear()
+
+    def reload(self) -> bool:
+        """SIGHUP, between rounds: read and check the configuration file again and run
+        by it (mode, interval, policy, allocator, profiles, hook table, usage, profiling),
+        and read Slurm's capabilities and limits again. A file with a problem changes
+        nothing: one log line says why and the running configuration stays. What is
+        opened once at start (the state, the audit log, the metrics port, how Slurm is
+        read) needs a restart; a change there is named and kept as it was."""
+        path = self.cfg.path or None
+        cfg, problems = check_config(path)
+        if cfg is None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.config_loaded))
+            log.error("reload: %s; keeping the running configuration (loaded %s, %s mode)",
+                      "; ".join(problems) or f"{path or DEFAULT_PATH}: unreadable", when,
+                      self.mode)
+            self.metrics.reloads.labels("failed").inc()
+            return False
+        cfg, kept = _restart_only(self.cfg, cfg)
+        before = (self.mode, self.cfg.controller.interval_s)
+        self._run_by(cfg)
+        self.refresh()
+        self.metrics.reloads.labels("ok").inc()
+        log.info("reload: %s: %s mode, a round every %g s, policy %s, allocator %s "
+                 "(was %s mode, %g s)%s", cfg.path or "defaults", self.mode,
+                 cfg.controller.interval_s, cfg.controller.policy, cfg.controller.allocator,
+                 *before, f"; needs a restart to change: {', '.join(kept)}" if kept else "")
+        return True
+
+    def _run_by(self, cfg: Config) -> None:
+        """Run by ``cfg`` from the next round on (see :meth:`reload`)."""
+        old, c = self.cfg, cfg.controller
+        self.cfg = cfg
+        was = self.mode
+        self.mode = self._mode_override or c.mode
+        self.writer.enforce = self.mode == "enforce"
+        self.policy = get_policy(c.policy)
+        self.allocator = get_allocator(c.allocator)
+        self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,
+                                        c.requeue_budget)
+        self.usage_rule = rule_of(cfg.usage)
+        self.optout = frozenset(cfg.hook.optout_users)
+        self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
+        if cfg.profiles.file != old.profiles.file:
+            self._profiles = {}
+        self._profiles_stamp = None          # the profiles file is read again
+        path = table_path(cfg.hook)
+        if path != self.heartbeat.path or (was == "enforce") != (self.mode == "enforce"):
+            self._restart_heartbeat(path, enforcing_before=was == "enforce")
+        self.metrics.config(self.mode, c.interval_s, cfg.hook.max_age_s)
+        self.metrics.watch_table(path, self.clock)
+        self.config_loaded = time.time()
+        self.metrics.loaded(self.config_loaded)
+
+    def _restart_heartbeat(self, path: Path, enforcing_before: bool) -> None:
+        """The table moved, or the mode changed: the old table expires (the hook holds
+        nothing more on it) and, where the controller now leaves enforce mode, the jobs
+        the hook held are released, as at a stop; a controller that now enforces starts
+        beating."""
+        if self._beating:
+            self.heartbeat.stop(expire=True)
+            self._beating = False
+        if enforcing_before and self.mode != "enforce" and self._serving:
+            self.release_held()
+        self.heartbeat = Heartbeat(path, clock=self.clock)
+        self._fresh_since = None
+        if self._serving and self.mode == "enforce":
+            self.clean_temporaries()
+            self.heartbeat.start()
+            self._beating = True
 
     # -- inputs ---------------------------------------------------------------------------
     def profiles(self) -> dict[str, Profile]:
@@ -317,7 +410,9 @@ class Controller:
     # -- observe, classify ------------------------------------------------------------------
     def _observe(self) -> RoundContext:
         started = time.monotonic()
-        rid = self.state.start_round(self.mode)
+        rid = self.state.start_round(self.mode, interval_s=self.cfg.controller.interval_s,
+                                     config_loaded=self.config_loaded,
+                                     config_path=self.cfg.path or "defaults")
         try:
             snap = self.reader.snapshot()
         except SlurmError as exc:
@@ -758,23 +853,29 @@ class Controller:
             raise TableElsewhere(problem)
         if problem:
             log.warning("%s", problem)
-        daemon = not once and self.mode == "enforce"
-        if daemon:
+        self._serving = not once
+        if self._serving and self.mode == "enforce":
             self.clean_temporaries()
             self.heartbeat.start()
+            self._beating = True
         try:
             return self._loop(stop, once, on_round)
         finally:
-            if daemon:
+            if self._beating:
                 # Expire the table first: from now on the hook holds nothing new.
                 self.heartbeat.stop(expire=True)
+                self._beating = False
                 self.release_held()
+            self._serving = False
 
     def _loop(self, stop: threading.Event, once: bool,
               on_round: Callable[[RoundResult], None] | None) -> int:
-        interval = self.cfg.controller.interval_s
-        wait = interval
+        wait = self.cfg.controller.interval_s
         while not stop.is_set():
+            if self.reload_pending:
+                self.reload_pending = False
+                self.reload()
+            interval = self.cfg.controller.interval_s
             try:
                 res = self.run_round()
                 self.failures = 0
@@ -805,8 +906,17 @@ class Controller:
                     log.exception("round crashed; next try in %.0f s", wait)
             if once:
                 break
-            stop.wait(wait)
+            self._wait(stop, wait)
         return 0
+
+    def _wait(self, stop: threading.Event, seconds: float) -> None:
+        """Wait for the next round, cut short by a stop or a reload (SIGHUP only sets a
+        flag: its handler runs in this thread, perhaps mid-round)."""
+        deadline = time.monotonic() + seconds
+        while not self.reload_pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or stop.wait(min(left, RELOAD_CHECK_S)):
+                return
 
     def table_place_problem(self) -> str | None:
         """One line when the hook installed in ``[hook] dir`` (its job_submit.lua's

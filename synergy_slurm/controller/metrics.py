@@ -76,6 +76,24 @@ class Metrics:
                               "controller kept the table fresh, that arrived without the "
                               "hook's tag in the last rounds (the hook reads no table)",
                               registry=r)
+        self._configuration(r)
+
+    def _configuration(self, r: CollectorRegistry) -> None:
+        """The configuration in force: when it was read, and the reloads (SIGHUP)."""
+        self.config_time = Gauge("synergy_config_loaded_timestamp_seconds",
+                                 "When the controller read synergy.toml (start or reload)",
+                                 registry=r)
+        self.config_age = Gauge("synergy_config_age_seconds",
+                                "Seconds since the controller read synergy.toml (start "
+                                "or the last reload that took)", registry=r)
+        self.reloads = Counter("synergy_config_reloads", "Reloads (SIGHUP) by result: "
+                               "failed keeps the running configuration", ["result"],
+                               registry=r)
+
+    def loaded(self, when: float) -> None:
+        """The configuration in force was read at ``when`` (wall-clock)."""
+        self.config_time.set(when)
+        self.config_age.set_function(lambda: max(0.0, time.time() - when))
 
     def config(self, mode: str, interval_s: float, max_age_s: int) -> None:
         """The mode (1 for it, 0 for the others) and the settings alerts compare with."""

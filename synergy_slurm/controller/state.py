@@ -21,7 +21,8 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS rounds (
   id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL, duration_s REAL, mode TEXT,
   jobs INTEGER, managed INTEGER, actions INTEGER, errors INTEGER,
-  planned_speedup REAL, proportional_speedup REAL, error TEXT);
+  planned_speedup REAL, proportional_speedup REAL, error TEXT, interval_s REAL,
+  config_loaded REAL, config_path TEXT);
 CREATE TABLE IF NOT EXISTS actions (
   round INTEGER, ts REAL, job_id INTEGER, user TEXT, action TEXT, before TEXT, after TEXT,
   reason TEXT, result TEXT);
@@ -40,6 +41,11 @@ CREATE TABLE IF NOT EXISTS usage (
   peak_mem_gb REAL, observed_s REAL, at REAL, throughput REAL, predicted REAL,
   slot TEXT);
 CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
+CREATE TABLE IF NOT EXISTS past_jobs (
+  job_id INTEGER PRIMARY KEY, user TEXT, state TEXT, profile_key TEXT, gpus INTEGER,
+  cpus_per_gpu INTEGER, mem_per_gpu_mb INTEGER, planned_cpus INTEGER,
+  planned_mem_mb INTEGER, speedup REAL, how TEXT, note TEXT, updated REAL,
+  requeues INTEGER, gone REAL);
 CREATE TABLE IF NOT EXISTS notices (
   name TEXT PRIMARY KEY, since REAL, text TEXT);
 CREATE TABLE IF NOT EXISTS suspects (
@@ -65,6 +71,15 @@ def _private(path: Path) -> None:
 
 # How long the closed loop keeps a job's last use as evidence.
 USAGE_KEEP_S = 30 * 86400.0
+# How long a job that left the queue (finished, cancelled) keeps its last row, for
+# `synergy status --job` after the fact.
+PAST_KEEP_S = 7 * 86400.0
+# Columns added to a table after its first release: (table, column, type), added to a
+# state made by an older controller when it opens it for writing.
+ADDED_COLUMNS = (("rounds", "interval_s", "REAL"), ("rounds", "config_loaded", "REAL"),
+                 ("rounds", "config_path", "TEXT"))
+_JOB_COLUMNS = ("job_id, user, state, profile_key, gpus, cpus_per_gpu, mem_per_gpu_mb, "
+                "planned_cpus, planned_mem_mb, speedup, how, note, updated, requeues")
 
 
 class StateStore:
@@ -86,15 +101,26 @@ class StateStore:
             else:
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(SCHEMA)
+                self._add_columns()
         except sqlite3.Error as exc:
             raise DatabaseError(f"{self.path}: {exc}") from None
+
+    def _add_columns(self) -> None:
+        for table, column, kind in ADDED_COLUMNS:
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self.db.close()
 
-    def start_round(self, mode: str) -> int:
-        cur = self.db.execute("INSERT INTO rounds (started, mode) VALUES (?, ?)",
-                              (time.time(), mode))
+    def start_round(self, mode: str, **fields: Any) -> int:
+        """A round begins; ``fields``: the configuration it runs under (``interval_s``,
+        ``config_loaded``, ``config_path``), which status compares the round's age with."""
+        cols = ", ".join(["started", "mode", *fields])
+        marks = ", ".join("?" * (2 + len(fields)))
+        cur = self.db.execute(f"INSERT INTO rounds ({cols}) VALUES ({marks})",
+                              (time.time(), mode, *fields.values()))
         return int(cur.lastrowid or 0)
 
     def finish_round(self, round_id: int, **fields: Any) -> None:
@@ -127,6 +153,14 @@ class StateStore:
             self.db.execute("CREATE TEMP TABLE IF NOT EXISTS keep (id INTEGER PRIMARY KEY)")
             self.db.execute("DELETE FROM keep")
             self.db.executemany("INSERT INTO keep VALUES (?)", [(k,) for k in keep])
+            # Jobs that left the queue keep their last row a while (status --job after
+            # the fact, for their users too, through the views).
+            now = time.time()
+            self.db.execute(f"INSERT OR REPLACE INTO past_jobs ({_JOB_COLUMNS}, gone) "
+                            f"SELECT {_JOB_COLUMNS}, ? FROM jobs WHERE state IS NOT NULL "
+                            "AND job_id NOT IN (SELECT id FROM keep)", (now,))
+            self.db.execute("DELETE FROM past_jobs WHERE gone < ? OR job_id IN "
+                            "(SELECT id FROM keep)", (now - PAST_KEEP_S,))
             self.db.execute("DELETE FROM jobs WHERE job_id NOT IN (SELECT id FROM keep)")
             for r in rows:
                 self.db.execute(
@@ -151,6 +185,15 @@ class StateStore:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
+    def past(self) -> list[dict[str, Any]]:
+        """Jobs that left the queue in the last ``PAST_KEEP_S`` (finished, cancelled), as
+        the last round that saw them had them, with ``gone``: when they were missed."""
+        if not has_table(self.db, "past_jobs"):      # a state an older controller wrote
+            return []
+        cur = self.db.execute("SELECT * FROM past_jobs ORDER BY job_id")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
     def actions_for(self, job_id: int, limit: int = 5) -> list[dict[str, Any]]:
         """The last actions recorded for a job, oldest first."""
         cur = self.db.execute("SELECT * FROM actions WHERE job_id = ? ORDER BY ts DESC "
@@ -166,7 +209,9 @@ class StateStore:
         cur = self.db.execute(
             "SELECT round, ts, job_id, user, action, before, after, reason, result FROM "
             "actions WHERE job_id IN (SELECT job_id FROM jobs WHERE state IS NOT NULL) "
-            "ORDER BY job_id, ts DESC")
+            + ("OR job_id IN (SELECT job_id FROM past_jobs) "
+               if has_table(self.db, "past_jobs") else "")
+            + "ORDER BY job_id, ts DESC")
         names = [d[0] for d in cur.description]
         out: list[dict[str, Any]] = []
         last, n = None, 0

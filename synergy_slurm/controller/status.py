@@ -31,6 +31,14 @@ class StatusSource(Protocol):
 
     def notices(self) -> list[dict[str, Any]]: ...
 
+    def past(self) -> list[dict[str, Any]]: ...
+
+
+# A controller whose last round is older than this many intervals (and a minute) is
+# named as possibly down: a round is missed only when it hangs or the daemon stopped.
+STALE_ROUNDS = 3
+STALE_GRACE_S = 60.0
+
 
 def round_line(last: dict[str, Any] | None, now: float) -> str:
     """One line on the controller's last round: when, in which mode, what it did or why
@@ -44,6 +52,31 @@ def round_line(last: dict[str, Any] | None, now: float) -> str:
         return f"{head}: FAILED: {last['error']}"
     return (f"{head}: {last['managed'] or 0} managed, {last['actions'] or 0} actions, "
             f"{last['errors'] or 0} errors, {last['duration_s'] or 0:.2f} s")
+
+
+def stale_lines(last: dict[str, Any] | None, now: float) -> list[str]:
+    """A last round older than its interval allows: the controller may be down (what
+    status shows is as of that round)."""
+    if last is None:
+        return []
+    ago = max(0.0, now - (last.get("started") or 0))
+    interval = last.get("interval_s")
+    if interval and ago > STALE_ROUNDS * interval + STALE_GRACE_S:
+        return [f"warning: no round for {ago:.0f} s on a {interval:g}-s interval: the "
+                "controller may be down or stuck (systemctl status synergy-controller; "
+                "its log says why); what follows is as of that round"]
+    return []
+
+
+def config_lines(last: dict[str, Any] | None, now: float) -> list[str]:
+    """The configuration the last round ran under, and since when (``systemctl reload``
+    re-reads it; a reload that did not take leaves it old)."""
+    loaded = (last or {}).get("config_loaded")
+    if not loaded or last is None:
+        return []
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(loaded))
+    return [f"configuration: {last.get('config_path') or 'defaults'}, read {when} "
+            f"({max(0.0, now - loaded):.0f} s old), {last['mode']} mode"]
 
 
 def select(jobs: Iterable[dict[str, Any]], user: str | None = None, job_id: int | None = None
@@ -77,8 +110,10 @@ def status_lines(store: StatusSource, pending_first: bool = False, user: str | N
     """The whole status: the last round, the managed jobs, the profiling jobs, and the
     keys the closed loop marked suspect."""
     now = time.time() if now is None else now
-    out = [round_line(store.last_round(), now)]
+    last = store.last_round()
+    out = [round_line(last, now), *stale_lines(last, now)]
     out += [f"warning: {n['text']}" for n in store.notices()]
+    out += config_lines(last, now)
     out += table_lines(select(store.jobs(), user=user), pending_first)
     profiling = {k: r for k, r in store.profiling().items() if user is None or r["user"] == user}
     if profiling:
@@ -115,12 +150,10 @@ def explain_job(store: StatusSource, job_id: int, now: float | None = None) -> l
     and the speedup expected there, what it waits for, and what the controller did."""
     now = time.time() if now is None else now
     rows = select(store.jobs(), job_id=job_id)
-    out = [round_line(store.last_round(), now)]
+    last = store.last_round()
+    out = [round_line(last, now), *stale_lines(last, now)]
     if not rows:
-        out.append(f"job {job_id}: not managed by synergy as of the last round (no GPUs, "
-                   "not in a managed partition, opted out, a kind synergy does not reshape, "
-                   "or finished); see the audit log for what was done to it")
-        return out
+        return out + past_job_lines(store, job_id)
     j = rows[0]
     gpus = j["gpus"] or 0
     out.append(f"job {job_id} ({j['user']}, {j['state']}, {gpus} GPU{'s' * (gpus != 1)})")
@@ -143,6 +176,38 @@ def explain_job(store: StatusSource, job_id: int, now: float | None = None) -> l
         out.append(f"  not planned this round: {j['note'] or 'waiting for resources'}")
     if j["note"]:
         out.append(f"  last round: {j['note']}")
+    return out + _action_lines(store, job_id)
+
+
+def past_job_lines(store: StatusSource, job_id: int) -> list[str]:
+    """A job no longer in the queue: the last row a round had for it, and what was done
+    to it (the state keeps them ``PAST_KEEP_S``; a user reads their own jobs' through
+    their view, as for the jobs in the queue)."""
+    rows = select(store.past(), job_id=job_id)
+    actions = _action_lines(store, job_id)
+    if not rows and not actions:
+        return [f"job {job_id}: not managed by synergy in the last 7 days, or not yours to "
+                "see (no GPUs, not in a managed partition, opted out, a kind synergy does "
+                "not reshape)"]
+    if not rows:
+        return [f"job {job_id}: no longer in the queue; what synergy did to it:", *actions]
+    j = rows[0]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j["gone"] or 0))
+    shape = (f"{j['cpus_per_gpu'] or 'default'} cores/GPU, "
+             f"{j['mem_per_gpu_mb'] or 'default'} MB/GPU")
+    n = j.get("requeues") or 0
+    requeued = "" if not n else ", requeued once" if n == 1 else f", requeued {n} times"
+    out = [f"job {job_id} ({j['user']}): left the queue by {when} (finished, cancelled or "
+           f"failed; sacct -j {job_id} says which); last seen {j['state']} with {shape}"
+           f"{requeued}",
+           f"  profile: {j['profile_key'] or 'none given'}"]
+    if j["note"]:
+        out.append(f"  last round: {j['note']}")
+    return out + actions
+
+
+def _action_lines(store: StatusSource, job_id: int) -> list[str]:
+    out = []
     for a in store.actions_for(job_id, limit=5):
         when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
         out.append(f"  {when} round {a['round']}: {a['action']} {_shape(a['before'])} -> "

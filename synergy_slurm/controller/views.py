@@ -7,6 +7,9 @@ writes). After each round the controller writes, beside the state, a ``view`` di
 others may pass through but not list (0711):
 
 - ``round.json`` (0644): the last round's counts and time, no job in it;
+- in each of the others, beside the jobs in the queue, the jobs that left it lately
+  (``StateStore.past``) and their last actions: what happened to a job after the fact,
+  under the same rule as the jobs in the queue;
 - ``all.json``: every managed job, 0644 where PrivateData does not hide jobs (any user
   sees them in squeue anyway), else 0600 (the controller's own);
 - where PrivateData hides jobs, ``users/<name>.json`` for each user with a job, a
@@ -57,6 +60,8 @@ class StatusView:
     # The controller's standing warnings (an untagged job, ...): about the site, never a
     # user's job, so every view carries them.
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    # Jobs that left the queue lately (StateStore.past): what happened to them.
+    gone: list[dict[str, Any]] = field(default_factory=list)
 
     def last_round(self) -> dict[str, Any] | None:
         return self.last
@@ -76,17 +81,20 @@ class StatusView:
     def notices(self) -> list[dict[str, Any]]:
         return self.warnings
 
+    def past(self) -> list[dict[str, Any]]:
+        return self.gone
+
     def as_dict(self) -> dict[str, Any]:
         return {"last_round": self.last, "jobs": self.rows, "actions": self.actions,
                 "profiling": self.profiles, "suspects": self.marks,
-                "notices": self.warnings}
+                "notices": self.warnings, "past": self.gone}
 
 
 def view_of(store: StateStore) -> StatusView:
     """Everyone's rows, read once."""
     return StatusView(store.last_round(), store.jobs(),
                       store.recent_actions(ACTIONS_PER_JOB), store.profiling(),
-                      store.suspects(), store.notices())
+                      store.suspects(), store.notices(), store.past())
 
 
 def by_user(everyone: StatusView) -> dict[str, StatusView]:
@@ -102,6 +110,10 @@ def by_user(everyone: StatusView) -> dict[str, StatusView]:
         if r.get("user"):
             of(r["user"]).rows.append(r)
             owner[r["job_id"]] = r["user"]
+    for r in everyone.gone:
+        if r.get("user"):
+            of(r["user"]).gone.append(r)
+            owner.setdefault(r["job_id"], r["user"])
     for a in everyone.actions:
         if a["job_id"] in owner:
             of(owner[a["job_id"]]).actions.append(a)
@@ -172,7 +184,7 @@ def read_view(where: Path, user: str) -> StatusView:
             continue
         return StatusView(doc.get("last_round"), doc.get("jobs", []), doc.get("actions", []),
                           doc.get("profiling", {}), doc.get("suspects", []),
-                          doc.get("notices", []))
+                          doc.get("notices", []), doc.get("past", []))
     try:
         doc = json.loads((where / ROUND).read_text())
         return StatusView(doc.get("last_round"), warnings=doc.get("notices", []))

@@ -40,8 +40,7 @@ class Explanation:
             out.append(f"  cores/GPU: {_value(h.cpus_per_gpu, self.controller['asked_cpus'])}")
             mem = _value(h.mem_per_gpu_mb, self.controller["asked_mem"], " MB")
             out.append(f"  memory/GPU: {mem}")
-            out.append("  held until the controller shapes and releases it" if h.hold
-                       else "  not held: Slurm may start it at once")
+            out.append(self._held() if h.hold else "  not held: Slurm may start it at once")
         ctl = self.controller
         if not h.managed:
             out.append("controller: leaves it as submitted")
@@ -54,10 +53,26 @@ class Explanation:
             out.append(line)
         else:
             out.append("controller: no known profile: GPU-proportional share")
+            if ctl["profile_key"]:
+                out.append(f"  to profile {ctl['profile_key']}: synergy profile run --key "
+                           f"{ctl['profile_key']} --out {ctl['profile_key']}.json -- YOUR "
+                           "TRAINING COMMAND, in an allocation (user guide, Measuring "
+                           "your job's profile), then give the JSON to your admins; or "
+                           "the controller profiles it where [profiling] auto is on")
         if h.managed and ctl.get("profiles_from"):
             out.append(f"  profiles: {ctl['profiles_from']}")
         out += [f"note: {n}" for n in self.notes]
         return out
+
+
+    def _held(self) -> str:
+        """For how long a held job waits: the controller's next round (it shapes and
+        releases it), or the fail-safe's release when the controller is gone."""
+        c = self.controller
+        return (f"  held until the controller shapes and releases it: at its next round "
+                f"(every {c['interval_s']:g} s), then it waits for room as any job; if "
+                f"the controller stops, the fail-safe releases it once its table is "
+                f"{c['max_age_s']} s old")
 
 
 def _value(set_by_hook: int | None, asked: str | None, unit: str = "") -> str:
@@ -102,6 +117,8 @@ def explain(cfg: Config, args: list[str], uid: int, now: float,
                       table_error=err)
     key = comment_profile_key(sub.comment)
     view, more = controller_view(cfg, key, table)
+    view["interval_s"] = cfg.controller.interval_s
+    view["max_age_s"] = cfg.hook.max_age_s
     view["asked_cpus"] = _per_gpu(sub.cpus_per_tres)
     view["asked_mem"] = _per_gpu(sub.mem_per_tres) or ("--mem" if sub.mem_per_node else None)
     return Explanation(decision, view, list(args), notes + more)

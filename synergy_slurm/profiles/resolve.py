@@ -4,14 +4,19 @@ explain (on a login node) and whatif, each of which says what it used."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import Profile, ProfileError
 from .files import load_profiles
 from .store import ProfileStore
+
+# Where a resolved profile comes from (``Resolved.sources``): the profile store, the
+# site's ``[profiles] file``, or that file being the paper's profiles shipped with synergy.
+STORE, FILE, SHIPPED = "store", "file", "shipped"
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,19 @@ class Resolved:
     file: str
     store: str
     problems: tuple[str, ...] = ()
+    # slot -> STORE, FILE or SHIPPED: where the profile in use comes from.
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def used_by(self, slot: str, trust: str) -> str:
+        """Who this profile shapes: the hook's table holds what may shape anyone's job
+        (``trusted(..., None, trust)``); a profile measured for one user shapes only that
+        user's jobs, in the controller's rounds, unless ``trust = "all"``."""
+        owner = self.owners.get(slot)
+        if not owner or trust == "all":
+            return "everyone (hook and controller)"
+        if trust == "own":
+            return f"{owner}'s jobs only (controller; not in the hook's table)"
+        return f"nobody ([profiles] trust = \"site\": measured for {owner})"
 
     def describe(self) -> str:
         parts = [f"file {self.file}: {self.from_file}" if self.file else "no [profiles] file",
@@ -35,9 +53,11 @@ class Resolved:
                 "the file's)")
 
 
-def configured(file: str, store: str | Path) -> Resolved:
+def configured(file: str, store: str | Path, shipped: Path | None = None) -> Resolved:
     """The configuration's profiles: ``[profiles] file`` (if set) overlaid with the store's
-    (if it exists); every problem met is named, none raised."""
+    (if it exists); every problem met is named, none raised. ``shipped``: the profiles
+    shipped with synergy (``shipped.SHIPPED_PROFILES``, which this package may not
+    import), for ``sources`` to name them where the file is that one."""
     problems: list[str] = []
     base: dict[str, Profile] = {}
     if file:
@@ -46,8 +66,18 @@ def configured(file: str, store: str | Path) -> Resolved:
         except (OSError, ProfileError) as exc:
             problems.append(f"profiles file {file}: {exc}")
     merged, owners, more = with_owners(base, store)
-    stored = len(merged) - len(base) + sum(1 for k in base if merged[k] is not base[k])
-    return Resolved(merged, owners, len(base), stored, file, str(store), (*problems, *more))
+    from_file = SHIPPED if file and shipped and _same_file(file, shipped) else FILE
+    sources = {k: from_file if base.get(k) is p else STORE for k, p in merged.items()}
+    stored = sum(1 for v in sources.values() if v == STORE)
+    return Resolved(merged, owners, len(base), stored, file, str(store), (*problems, *more),
+                    sources)
+
+
+def _same_file(a: str | Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def with_store(file_profiles: Mapping[str, Profile], store: str | Path

@@ -227,7 +227,7 @@ def test_help_and_notes_say_what_the_commands_do(tmp_path):
     demo_help = CliRunner().invoke(main, ["demo", "--help"]).output
     assert "--nodes" not in demo_help          # the demo has no --nodes
     res = CliRunner().invoke(main, ["profile", "list", "--store", str(tmp_path / "x.db")])
-    assert res.exit_code == 0 and "no profile store" in res.output
+    assert res.exit_code == 0 and "no store at" in res.output and "no profiles" in res.output
     res = CliRunner().invoke(sbatch_main, ["--profile-key", "bad key!", "x.sh"],
                              prog_name="synergy-sbatch")
     assert res.exit_code == 2 and "synergy-sbatch --synergy-help" in res.output

@@ -48,7 +48,8 @@ def test_status_and_profile_show_give_the_evidence(tmp_path):
     doc = json.loads(res.output)
     assert doc["suspects"][0]["user"] == "eve" and doc["usage"][0]["job_id"] == 7
     res = run("profile", "show", "bert", "--config", str(cfg))
-    assert res.exit_code == 2 and "no such database" in res.output   # no store, no evidence
+    assert res.exit_code == 2 and "no profile 'bert'" in res.output   # none, no evidence
+    assert "no store at" in res.output
 
 
 def test_an_admin_confirms_or_clears_a_mark(tmp_path):

@@ -30,8 +30,9 @@ def test_import_show_export_round_trip(tmp_path, profiles_path, paper_profiles):
     res = run(main, ["profile", "import", "--store", db,
                      str(profiles_path)])
     assert res.exit_code == 0 and "imported 10 profiles" in res.output
-    assert run(main, ["profile", "list", "--store", db]).output.split() == sorted(
-        paper_profiles)
+    listed = json.loads(run(main, ["profile", "list", "--store", db, "--format", "json"]).output)
+    assert [(p["key"], p["source"]) for p in listed] == [(k, "store") for k in
+                                                        sorted(paper_profiles)]
     shown = json.loads(run(main, ["profile", "show", "--store", db, "alexnet", "--format",
                                   "json"]).output)
     assert set(shown) >= {"key", "points", "measured_points", "profiling_cpu_s"}
@@ -55,7 +56,7 @@ def test_bad_imports_and_missing_keys_are_clear(tmp_path, profiles_path):
     assert res.exit_code == 2 and "not a profiles document" in res.output
     assert not (tmp_path / "p.db").exists()      # a bad file is refused before the store
     res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
-    assert res.exit_code == 2 and "no such database" in res.output
+    assert res.exit_code == 2 and "no profile 'nope'" in res.output and "no store" in res.output
     good = str(profiles_path)
     assert CliRunner().invoke(main, ["profile", "import", "--store", db, good]).exit_code == 0
     res = CliRunner().invoke(main, ["profile", "show", "--store", db, "nope"])
