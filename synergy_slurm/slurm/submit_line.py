@@ -79,7 +79,9 @@ def request(submit_line: str, gpus: int, nodes: int, het: bool, reservation: boo
     per_socket = _count(opts["--gpus-per-socket"]) if "--gpus-per-socket" in opts else None
     if not (per_job or per_node or per_task or per_socket):
         per_node = max(1, gpus // max(1, nodes))
-    min_nodes = _count(opts.get("--nodes", "").split("-")[0]) or nodes
+    # The nodes it asked for at least (-N), as the hook reads the request: not the nodes
+    # it ran on (a --gpus=8 job Slurm spread over two nodes asked for one).
+    min_nodes = _count(opts.get("--nodes", "").split("-")[0]) or 1
     own = next((v for k, v in _OWN.items() if k in opts), "")
     if not own and "--exclusive" in opts:
         own = "exclusive"

@@ -161,3 +161,19 @@ def test_the_rule_in_order():
         assert d.change is Change.LEAVE and d.reason == why and not d.managed
     # synergy:offline is not synergy:off.
     assert what_synergy_changes(JobFacts(1, comment="synergy:offline")).managed
+
+
+def test_a_job_slurm_spread_over_nodes_is_judged_by_what_it_asked():
+    """--gpus=8 without -N asks for one node at least: the hook reshapes it, though Slurm
+    then spread it over two (e2e_whatif on 26.05, whose sacct keeps the submit line, found
+    whatif calling it 'over several nodes' and leaving it)."""
+    header = "|".join((*PRIORITY_FIELDS, "Reservation", "SubmitLine"))
+    line = export_line(["--gpus=8", "--comment=synergy:profile=res18"], 300)
+    f = line.split("|")
+    f[PRIORITY_FIELDS.index("NodeList")] = "n[1-2]"
+    (job,), skipped = parse_history_text(header + "\n" + "|".join(f))
+    assert not skipped and job.nodes == ("n1", "n2")
+    assert job_change(job, {}, True).change is Change.RESHAPE
+    asked_two = export_line(["--gpus=8", "-N", "2", "--comment=synergy:profile=res18"], 301)
+    (job2,), _ = parse_history_text(header + "\n" + asked_two)
+    assert job_change(job2, {}, True).change is Change.LEAVE

@@ -239,7 +239,9 @@ def test_the_gpu_type_is_the_one_asked_for_not_the_one_run_on():
 @pytest.mark.parametrize("line, nodes, het, resv, why", [
     ("sbatch --gpus=2 train.sh", 1, False, False, None),
     ("sbatch --gres=gpu:a100:4 -N 2 train.sh --gpus-per-task=9", 2, False, False, None),
-    ("sbatch -G 8 train.sh", 2, False, False, "--gpus over several nodes is not reshaped"),
+    # What it asked for decides, as at the hook: one node at least (Slurm spread it).
+    ("sbatch -G 8 train.sh", 2, False, False, None),
+    ("sbatch -G 8 -N 2 train.sh", 2, False, False, "--gpus over several nodes is not reshaped"),
     ("sbatch --gpus-per-task 1 -n 4 train.sh", 1, False, False,
      "--gpus-per-task jobs are not reshaped"),
     ("/usr/bin/sbatch -o /dev/null --parsable -n4 --gpus-per-task=1 x.sh", 1, False, False,
