@@ -48,7 +48,8 @@ def held_ids(cli) -> list[int]:
 def test_dry_run_prints_actions_and_changes_nothing(env):
     fresh_table(env)
     cli, tmp = env["cli"], env["tmp"]
-    # An unknown profile: the hook holds it unshaped; the plan gives it proportional.
+    # An unknown profile: the hook holds it unshaped; the controller releases it with the
+    # shape it has (the partition's defaults, written out).
     jid = submit(cli, REPORT, "--gpus=1", "--comment=synergy:profile=bert", "-o", "/dev/null",
                  tmp=tmp)
     before = job_fields(cli, jid)
@@ -59,7 +60,7 @@ def test_dry_run_prints_actions_and_changes_nothing(env):
     assert acts == [{"job_id": jid, "action": "shape-release",
                      "before": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
                      "after": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
-                     "reason": "proportional share, speedup 1.00x"}]
+                     "reason": "profile unknown: released with the shape it has"}]
     after = job_fields(cli, jid)
     for key in ("JobState", "Priority", "CpusPerTres", "MemPerTres", "NumCPUs"):
         assert after.get(key) == before.get(key), key
