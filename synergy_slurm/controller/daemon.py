@@ -83,6 +83,7 @@ from .classify import (
 )
 from .failsafe import release_held
 from .heartbeat import Heartbeat
+from .left import Run, note_runs, runs, with_left
 from .limits import Usage, held, job_limits
 from .lowered import LoweredWatch
 from .metrics import Metrics
@@ -200,6 +201,8 @@ class Controller:
         # Running jobs the writer says can never be lowered in place (started before
         # PrologFlags=Contain): not asked again while they run.
         self._shrink_refused: set[int] = set()
+        # This round's running jobs with a profile, for their key's history of durations.
+        self._runs: list[Run] = []
         # When the site's limits were read, and what they were (see _site_limits).
         self._site: tuple[float, SiteLimits | None] | None = None
         # Who may see every job (PrivateData, admins), and when it was read: the views.
@@ -374,11 +377,15 @@ class Controller:
         inputs: list[PoolJobs] = []
         jobs_of: list[list[SlurmJob]] = []
         specs_of: dict[int, JobSpec] = {}
+        typical = self.state.typical_runs(j.job_id for j in snap.jobs)
+        self._runs = []
         for pool, gpu_type, mine in groups:
             fair = pool.of_type(gpu_type).fair
             types = pool.types(gpu_type)
-            specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
+            specs = {j.job_id: with_left(j, self._spec(j, now, profiles, types, caps, suspect),
+                                         fair, self.cfg.usage.progress_dir, typical)
                      for j in mine}
+            self._runs += runs((j, specs[j.job_id], fair) for j in mine)
             specs_of.update(specs)
             running = [j for j in mine if j.running]
             pool_gpus = sum(sv.capacity.gpus for sv in pool.of_type(gpu_type).servers)
@@ -702,6 +709,8 @@ class Controller:
                 "speedup": alloc.speedup if alloc else None,
                 "how": alloc.how if alloc else None, "note": note, "updated": ctx.now})
         self.state.replace_jobs(rows)
+        note_runs(self.state, self._runs, (j.job_id for j in ctx.managed if j.pending),
+                  ctx.now)
         duration = time.monotonic() - ctx.started
         running = sum(j.running for j in ctx.managed)
         self.metrics.round_seconds.observe(duration)

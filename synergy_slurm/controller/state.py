@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import statistics
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,6 +41,9 @@ CREATE TABLE IF NOT EXISTS usage (
   peak_mem_gb REAL, observed_s REAL, at REAL, throughput REAL, predicted REAL,
   slot TEXT);
 CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
+CREATE TABLE IF NOT EXISTS runs (
+  job_id INTEGER PRIMARY KEY, key TEXT, started REAL, seen REAL, prop_s REAL);
+CREATE INDEX IF NOT EXISTS runs_key ON runs(key, seen);
 CREATE TABLE IF NOT EXISTS notices (
   name TEXT PRIMARY KEY, since REAL, text TEXT);
 CREATE TABLE IF NOT EXISTS suspects (
@@ -65,6 +69,8 @@ def _private(path: Path) -> None:
 
 # How long the closed loop keeps a job's last use as evidence.
 USAGE_KEEP_S = 30 * 86400.0
+# Finished runs kept per key: the typical duration of its recent jobs.
+RUNS_KEPT_PER_KEY = 50
 
 
 class StateStore:
@@ -225,6 +231,33 @@ class StateStore:
         cur = self.db.execute("SELECT * FROM profiling ORDER BY submitted")
         names = [d[0] for d in cur.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
+
+    # -- how long each key's jobs run (the time a running job has left, for requeues) ----
+    def note_runs(self, rows: Iterable[tuple[int, str, float, float]], now: float,
+                  requeued: Iterable[int] = (), keep: int = RUNS_KEPT_PER_KEY) -> None:
+        """The running jobs of this round: (job id, key, start, seconds run so far at the
+        proportional speed). A job's row stops being updated when it leaves Slurm: its last
+        one is how long it ran (to within a round). ``requeued`` jobs (pending again) are
+        forgotten: their run was cut short. Only each key's latest ``keep`` stay."""
+        self.db.executemany("DELETE FROM runs WHERE job_id = ?", [(j,) for j in requeued])
+        self.db.executemany(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
+            [(j, k, started, now, prop_s) for j, k, started, prop_s in rows])
+        self.db.execute("DELETE FROM runs WHERE job_id IN (SELECT job_id FROM (SELECT job_id,"
+                        " ROW_NUMBER() OVER (PARTITION BY key ORDER BY seen DESC) AS n FROM "
+                        "runs) WHERE n > ?)", (keep,))
+
+    def typical_runs(self, live: Iterable[int], least: int = 3
+                     ) -> dict[str, tuple[float, int]]:
+        """Per key with at least ``least`` finished jobs (those not ``live`` in Slurm): the
+        median of how long they ran at the proportional speed, and how many."""
+        now_live = set(live)
+        by: dict[str, list[float]] = {}
+        for job_id, key, prop_s in self.db.execute(
+                "SELECT job_id, key, prop_s FROM runs WHERE prop_s > 0"):
+            if job_id not in now_live:
+                by.setdefault(key, []).append(float(prop_s))
+        return {k: (statistics.median(v), len(v)) for k, v in by.items() if len(v) >= least}
 
     # -- the closed loop (controller/usage.py) --------------------------------------------
     def note_usage(self, rows: Iterable[dict[str, Any]], keep_s: float = USAGE_KEEP_S) -> None:

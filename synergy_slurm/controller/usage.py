@@ -102,14 +102,23 @@ PROGRESS_WINDOW_S = 120.0
 MIN_PROGRESS_LINES = 5
 
 
-def read_progress(directory: str, job_id: int, uid: int) -> float | None:
-    """A job's recent throughput (samples/s) from ``<directory>/<job id>.progress``: the
-    samples of its last steps (up to two minutes, after its last restart) over their
-    time. None without enough progress. The directory is everyone's (mode 1777) and job
-    ids are predictable, so the file counts only if it is the job's own: a regular file
-    owned by ``uid`` (the job's user), opened without following a link or blocking, its
-    end only, any malformed line ignored. Another user's file (planted first, to mark
-    the job's profile stale) is not read."""
+@dataclass(frozen=True)
+class Steps:
+    """What a job's progress file says of its latest run: its steps (seconds, samples) and,
+    where the job says how far it goes (its last ``total <samples> <done>`` line, less the
+    steps after it), the samples it has left."""
+
+    steps: list[tuple[float, float]]
+    left: float | None = None
+
+
+def read_steps(directory: str, job_id: int, uid: int) -> Steps | None:
+    """The latest run's steps from ``<directory>/<job id>.progress``. The directory is
+    everyone's (mode 1777) and job ids are predictable, so the file counts only if it is the
+    job's own: a regular file owned by ``uid`` (the job's user), opened without following a
+    link or blocking, its end only, any malformed line ignored. Another user's file (planted
+    first, to mark the job's profile stale or to make a requeue look worth it) is not
+    read."""
     path = Path(directory) / f"{int(job_id)}.progress"
     try:
         raw, cut = read_user_tail(path, uid, PROGRESS_TAIL_BYTES)
@@ -118,13 +127,18 @@ def read_progress(directory: str, job_id: int, uid: int) -> float | None:
     except OSError as exc:
         log.debug("progress of job %d not read: %s", job_id, exc)
         return None
-    tail = raw.decode("ascii", "replace")
-    lines = tail.splitlines()
+    lines = raw.decode("ascii", "replace").splitlines()
     if cut:
         lines = lines[1:]          # the first may be cut
     steps: list[tuple[float, float]] = []
+    left: float | None = None
     for line in lines:
         parts = line.split()
+        if parts[:1] == ["total"]:      # how far the run goes, and what is done so far
+            total = _number(parts[1]) if len(parts) > 1 else None
+            base = (_number(parts[2]) if len(parts) > 2 else 0.0) or 0.0
+            left = max(0.0, total - base) if total is not None else None
+            continue
         try:
             t, n = float(parts[0]), float(parts[1])
         except (IndexError, ValueError):
@@ -132,12 +146,46 @@ def read_progress(directory: str, job_id: int, uid: int) -> float | None:
         if not (math.isfinite(t) and math.isfinite(n) and 0 <= n < 1e9):
             continue
         if steps and t < steps[-1][0]:
-            steps = []     # a restart (a new process's clock): only the latest run counts
+            steps, left = [], None   # a restart without a total line: how far is unknown
         steps.append((t, n))
+        if left is not None:
+            left = max(0.0, left - n)
+    return Steps(steps, left)
+
+
+def _number(text: str) -> float | None:
+    """A sample count from a progress line, or None where it is not one."""
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) and 0 <= v < 1e15 else None
+
+
+def throughput(seen: Steps | None) -> float | None:
+    """Recent throughput (samples/s): the samples of the last steps (up to two minutes)
+    over their time; None without enough progress."""
+    steps = seen.steps if seen is not None else []
     recent = [s for s in steps if s[0] >= steps[-1][0] - PROGRESS_WINDOW_S] if steps else []
     if len(recent) < MIN_PROGRESS_LINES or recent[-1][0] - recent[0][0] <= 0:
         return None
     return sum(n for _, n in recent[1:]) / (recent[-1][0] - recent[0][0])
+
+
+def read_progress(directory: str, job_id: int, uid: int) -> float | None:
+    """A job's recent throughput (samples/s) from its progress file (:func:`read_steps`)."""
+    return throughput(read_steps(directory, job_id, uid))
+
+
+def progress_left_s(directory: str, job_id: int, uid: int) -> float | None:
+    """The wall seconds a job has left at its current speed, from its own progress: the
+    samples it says it has left over its recent throughput; None where it does not say how
+    far it goes (``total``) or has not made enough steps yet."""
+    seen = read_steps(directory, job_id, uid)
+    rate = throughput(seen)
+    if seen is None or seen.left is None or not rate:
+        return None
+    return seen.left / rate
 
 
 def stale_slots(rows: Iterable[dict[str, Any]], rule: UsageRule, off: float) -> dict[str, str]:
