@@ -52,7 +52,7 @@ from ..profiles.resolve import trusted, with_owners
 from ..slurm.access import Access, read_access
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.limits import SiteLimits
-from ..slurm.model import SlurmJob, Snapshot
+from ..slurm.model import SlurmJob, SlurmNode, Snapshot
 from ..slurm.ports import Reader, Writer
 from ..slurm.reader import make_reader
 from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
@@ -102,6 +102,7 @@ from .usage import (
     samples,
     stale_slots,
     suspect_caps,
+    this_host,
     verdicts,
 )
 from .views import view_dir, write_views
@@ -447,11 +448,13 @@ class Controller:
         if not self.cfg.usage.enabled:
             return frozenset()
         if due(self.cfg.usage, ctx.rid):
-            self._read_usage(ctx.rid, ctx.managed, ctx.pools, ctx.profiles, ctx.now)
+            self._read_usage(ctx.rid, ctx.managed, ctx.pools, ctx.profiles, ctx.now,
+                             {n.name: n for n in ctx.snap.nodes})
         return self._stale(ctx.rid)
 
     def _read_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
-                    profiles: dict[str, Profile], now: float) -> None:
+                    profiles: dict[str, Profile], now: float,
+                    nodes: dict[str, SlurmNode]) -> None:
         u = self.cfg.usage
         by_name = {p.partition: p for p in found if p.cluster.servers}
         watched = []
@@ -466,7 +469,8 @@ class Controller:
         if not watched:
             return
         used = self.reader.usage([w.job for w in watched])
-        rows = samples(watched, used, now, u.progress_dir)
+        prev = {r["job_id"]: r for r in self.state.usage()}
+        rows = samples(watched, used, now, u.progress_dir, nodes, prev, this_host())
         self.state.note_usage(rows)
         new = record(self.state, verdicts(self.state, self.usage_rule), now)
         self.metrics.watched.set(len(rows))

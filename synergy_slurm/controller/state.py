@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS usage (
   job_id INTEGER PRIMARY KEY, key TEXT, user TEXT, granted_cpus INTEGER,
   granted_mem_gb REAL, fair_cpus INTEGER, fair_mem_gb REAL, used_cpus REAL,
   peak_mem_gb REAL, observed_s REAL, at REAL, throughput REAL, predicted REAL,
-  slot TEXT);
+  slot TEXT, could_cpus REAL);
 CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
 CREATE TABLE IF NOT EXISTS runs (
   job_id INTEGER PRIMARY KEY, key TEXT, started REAL, seen REAL, prop_s REAL);
@@ -92,8 +92,15 @@ class StateStore:
             else:
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(SCHEMA)
+                self._add_columns()
         except sqlite3.Error as exc:
             raise DatabaseError(f"{self.path}: {exc}") from None
+
+    def _add_columns(self) -> None:
+        """Columns later versions added to a table an earlier one created."""
+        have = {r[1] for r in self.db.execute("PRAGMA table_info(usage)")}
+        if "could_cpus" not in have:
+            self.db.execute("ALTER TABLE usage ADD COLUMN could_cpus REAL")
 
     def close(self) -> None:
         self.db.close()
@@ -265,10 +272,13 @@ class StateStore:
         not updated for ``keep_s`` are dropped (the evidence of the last month counts)."""
         self.db.execute("DELETE FROM usage WHERE at < ?", (time.time() - keep_s,))
         self.db.executemany(
-            "INSERT OR REPLACE INTO usage VALUES (:job_id, :key, :user, :granted_cpus, "
+            "INSERT OR REPLACE INTO usage (job_id, key, user, granted_cpus, granted_mem_gb, "
+            "fair_cpus, fair_mem_gb, used_cpus, peak_mem_gb, observed_s, at, throughput, "
+            "predicted, slot, could_cpus) VALUES (:job_id, :key, :user, :granted_cpus, "
             ":granted_mem_gb, :fair_cpus, :fair_mem_gb, :used_cpus, :peak_mem_gb, "
-            ":observed_s, :at, :throughput, :predicted, :slot)",
-            [{"throughput": None, "predicted": None, "slot": None, **r} for r in rows])
+            ":observed_s, :at, :throughput, :predicted, :slot, :could_cpus)",
+            [{"throughput": None, "predicted": None, "slot": None, "could_cpus": None, **r}
+             for r in rows])
 
     def usage(self, key: str | None = None) -> list[dict[str, Any]]:
         return self._by_key("usage", key, "key, user, job_id")

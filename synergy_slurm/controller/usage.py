@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ from typing import Any
 from ..config import UsageSection
 from ..core import PerGpu, Profile
 from ..core.usage import UNLIMITED, KeyVerdict, UsageRule, UsageSample, judge
-from ..slurm.model import SlurmJob
+from ..slurm.model import SlurmJob, SlurmNode
 from ..slurm.sstat import JobUse
 from ..userfiles import read_user_tail, user_uid
 from ..vocabulary import MB_PER_GB
@@ -65,9 +67,64 @@ def pick(watched: Iterable[Watched], limit: int) -> list[Watched]:
     return sorted(watched, key=lambda w: (w.job.start_time, w.job.job_id))[:limit]
 
 
+@dataclass(frozen=True)
+class HostLoad:
+    """A host's cores and its load (runnable tasks, 1-minute average)."""
+
+    cores: float
+    load: float
+
+
+def this_host() -> tuple[str, HostLoad]:
+    """This machine's name, the cores this process may run on and its load: the truth for
+    nodes that run here (a test cluster's, whose cores Slurm's ``config_overrides`` shows
+    as configured, not as they are)."""
+    return socket.gethostname(), HostLoad(len(os.sched_getaffinity(0)), os.getloadavg()[0])
+
+
+def could_cpus(job: SlurmJob, nodes: Mapping[str, SlurmNode],
+               here: tuple[str, HostLoad] | None = None) -> float | None:
+    """The cores per GPU ``job`` could keep busy now: on each of its nodes, what it holds,
+    no more than its host's cores, times the host's cores per runnable task where it has
+    more runnable tasks than cores (slurmd's load; this machine's own for nodes on it).
+    None where that is all it holds (nothing contended, or nothing known)."""
+    total, short = 0.0, False
+    for a in job.alloc:
+        node = nodes.get(a.node)
+        hl = None
+        if node is not None and here is not None and node.host and node.host == here[0]:
+            hl = here[1]
+        elif node is not None and node.load is not None:
+            hl = HostLoad(node.cpus, node.load)
+        if hl is None or hl.cores <= 0 or a.cpus <= 0:
+            total += a.cpus
+            continue
+        room = min(a.cpus, hl.cores) * min(1.0, hl.cores / max(hl.load, 1e-9))
+        short = short or room < a.cpus
+        total += min(a.cpus, room)
+    return total / job.gpus if short and job.gpus > 0 else None
+
+
+def _over_time(prev: Mapping[str, Any] | None, could: float | None, granted: float,
+               observed_s: float) -> float | None:
+    """The cores a job could have had over all its running time: this sample's and the
+    earlier ones' (the latest row), weighted by time; None where never short."""
+    before = prev.get("could_cpus") if prev else None
+    if could is None and before is None:
+        return None
+    then = min(float(prev["observed_s"]), observed_s) if prev else 0.0
+    mean = ((before if before is not None else granted) * then
+            + (could if could is not None else granted) * (observed_s - then)) / observed_s
+    return mean if mean < granted else None
+
+
 def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float,
-            progress_dir: str = "") -> list[dict[str, Any]]:
-    """State rows (``StateStore.note_usage``) for the jobs sstat reported."""
+            progress_dir: str = "", nodes: Mapping[str, SlurmNode] | None = None,
+            prev: Mapping[int, Mapping[str, Any]] | None = None,
+            here: tuple[str, HostLoad] | None = None) -> list[dict[str, Any]]:
+    """State rows (``StateStore.note_usage``) for the jobs sstat reported, each with the
+    cores it could have kept busy on its contended nodes (``nodes``, ``here``: see
+    :func:`could_cpus`), over its time so far (``prev``: the latest rows, by job)."""
     rows = []
     uids: dict[str, int | None] = {}
     for w in watched:
@@ -91,6 +148,9 @@ def samples(watched: Iterable[Watched], used: Mapping[int, JobUse], now: float,
                      "used_cpus": u.cpu_s / elapsed / w.job.gpus,
                      "peak_mem_gb": u.peak_mem_mb / MB_PER_GB / w.job.gpus,
                      "observed_s": elapsed, "at": now, "throughput": tput,
+                     "could_cpus": _over_time(
+                         (prev or {}).get(w.job.job_id),
+                         could_cpus(w.job, nodes or {}, here), shape.cpus_per_gpu, elapsed),
                      "predicted": predicted,
                      "slot": w.profile.slot if w.profile is not None else None})
     return rows
@@ -208,7 +268,8 @@ def verdicts(state: StateStore, rule: UsageRule) -> dict[tuple[str, str], KeyVer
     return judge((UsageSample(r["job_id"], r["key"], r["user"],
                               PerGpu(r["granted_cpus"], r["granted_mem_gb"]),
                               PerGpu(r["fair_cpus"], r["fair_mem_gb"]),
-                              r["used_cpus"], r["peak_mem_gb"], r["observed_s"])
+                              r["used_cpus"], r["peak_mem_gb"], r["observed_s"],
+                              r.get("could_cpus"))
                   for r in state.usage()), rule)
 
 
