@@ -12,6 +12,7 @@ update shapes them all).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -101,6 +102,10 @@ def remaining(job: SlurmJob, elapsed: float, left: Left | None) -> tuple[float, 
     it, else its time limit (what Slurm allows it, the most it can have left), else a
     week. A requeue is worth what it saves on this time, so the requeue says which."""
     left = left or Left()
+    if left.progress_s is not None and math.isinf(left.progress_s):
+        # It says how far it goes, not yet how fast: unknown for a round or two (no
+        # requeue is priced on its limit meanwhile).
+        return UNKNOWN_REMAINING_S, "its progress reports (too few steps yet)"
     if left.progress_s is not None:
         return left.progress_s * left.speed, "its progress reports"
     done = elapsed * left.speed

@@ -239,13 +239,14 @@ def read_progress(directory: str, job_id: int, uid: int) -> float | None:
 
 def progress_left_s(directory: str, job_id: int, uid: int) -> float | None:
     """The wall seconds a job has left at its current speed, from its own progress: the
-    samples it says it has left over its recent throughput; None where it does not say how
-    far it goes (``total``) or has not made enough steps yet."""
+    samples it says it has left over its recent throughput; infinite where it says how
+    far it goes (``total``) but has not made enough steps yet to tell how fast (it will
+    soon: nothing else is a fair guess meanwhile); None where it does not say."""
     seen = read_steps(directory, job_id, uid)
-    rate = throughput(seen)
-    if seen is None or seen.left is None or not rate:
+    if seen is None or seen.left is None:
         return None
-    return seen.left / rate
+    rate = throughput(seen)
+    return seen.left / rate if rate else math.inf
 
 
 def stale_slots(rows: Iterable[dict[str, Any]], rule: UsageRule, off: float) -> dict[str, str]:

@@ -4,6 +4,7 @@ Each case below is one where the sources disagree, so the one used decides the o
 
 from __future__ import annotations
 
+import math
 import os
 import pwd
 from dataclasses import replace
@@ -74,6 +75,11 @@ def test_the_progress_file_says_how_many_samples_are_left(tmp_path):
     # Without a total line nothing says how far the job goes.
     path.write_text("".join(line + "\n" for line in path.read_text().splitlines()[1:]))
     assert progress_left_s(str(tmp_path), 5, UID) is None
+    # A total but too few steps yet: how far, not yet how fast; no requeue is priced on
+    # the limit meanwhile.
+    progress(tmp_path, 8, total=1000, done=0, steps=3)
+    assert progress_left_s(str(tmp_path), 8, UID) == math.inf
+    assert remaining(running(), 600, Left(progress_s=math.inf))[0] == UNKNOWN_REMAINING_S
     # Someone else's file says nothing of the job.
     progress(tmp_path, 6, total=1000, done=0)
     assert progress_left_s(str(tmp_path), 6, UID + 1) is None
