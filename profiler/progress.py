@@ -84,12 +84,14 @@ class Progress:
             except OSError:
                 self._fh = None   # progress is a courtesy: never the end of a training job
         self._steps = 0
-        self._total_line()
+        self._total_line(" run")
         return self
 
-    def _total_line(self) -> None:
+    def _total_line(self, mark: str = "") -> None:
+        """``total <samples> <done>``; the first of a run (a restart from a checkpoint
+        too) ends in ``run``: the steps before it, and the gap, are not this run's speed."""
         if self._fh is not None and self.total > 0:
-            self._fh.write(f"total {int(self.total)} {max(0, int(self.done))}\n")
+            self._fh.write(f"total {int(self.total)} {max(0, int(self.done))}{mark}\n")
 
     def step(self, samples: int | None = None) -> None:
         if self._fh is not None:

@@ -198,6 +198,8 @@ def read_steps(directory: str, job_id: int, uid: int) -> Steps | None:
             total = _number(parts[1]) if len(parts) > 1 else None
             base = (_number(parts[2]) if len(parts) > 2 else 0.0) or 0.0
             left = max(0.0, total - base) if total is not None else None
+            if parts[3:4] == ["run"]:
+                steps = []           # a new run (a restart): its own speed only
             continue
         try:
             t, n = float(parts[0]), float(parts[1])

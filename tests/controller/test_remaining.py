@@ -85,6 +85,15 @@ def test_the_progress_file_says_how_many_samples_are_left(tmp_path):
     assert progress_left_s(str(tmp_path), 6, UID + 1) is None
 
 
+def test_a_restart_counts_its_own_speed_only(tmp_path):
+    """Steps before a requeue and the restart's gap are not the new run's speed."""
+    progress(tmp_path, 4, total=1000, done=0, rate=1.0, steps=20)      # slow first run
+    path = tmp_path / "4.progress"
+    with Progress(path=str(path), total=1000, done=20) as p:          # resumed, faster
+        p._fh.write("".join(f"{2000 + i / 10:.3f} 1\n" for i in range(20)))
+    assert progress_left_s(str(tmp_path), 4, UID) == pytest.approx(960 / 10, rel=0.01)
+
+
 def test_a_long_run_repeats_its_total_so_the_files_end_still_says_it(tmp_path):
     path = tmp_path / "9.progress"
     with Progress(path=str(path), total=10 * TOTAL_EVERY + 5) as p:
