@@ -285,7 +285,7 @@ def _read(path: Path) -> list[tuple[float, float]]:
         return out
     for i, line in enumerate(text.splitlines()):
         parts = line.split()
-        if not parts:
+        if not parts or parts[0] == "total":   # how far the job goes (Progress(total=))
             continue
         if i == len(text.splitlines()) - 1 and not text.endswith("\n"):
             break   # a line still being written

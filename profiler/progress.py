@@ -32,6 +32,8 @@ ENV_CPUS = "SYNERGY_PROFILE_CPUS"
 # In production (not profiling): a directory the controller reads ([usage] progress_dir,
 # exported by synergy-sbatch); the job writes <dir>/<SLURM_JOB_ID>.progress there.
 ENV_DIR = "SYNERGY_PROGRESS_DIR"
+# Steps between two ``total`` lines: the controller reads a progress file's last 16 KB.
+TOTAL_EVERY = 100
 
 
 def progress_path() -> str | None:
@@ -58,11 +60,21 @@ def granted_cpus(default: int | None = None) -> int:
 
 
 class Progress:
-    """Appends ``<time> <samples>`` per step to :func:`progress_path` (if any)."""
+    """Appends ``<time> <samples>`` per step to :func:`progress_path` (if any).
 
-    def __init__(self, batch_size: int = 1, path: str | None = None) -> None:
+    With ``total`` (the samples the whole run processes) a line ``total <total> <done>``,
+    first and every ``TOTAL_EVERY`` steps (the controller reads a file's end only), says
+    how far the job has to go (``done``: the samples processed so far, those of an earlier
+    run resumed from a checkpoint included): the controller then knows the time the job has
+    left from its own steps, where otherwise it would guess from its key's history or its
+    time limit (what a requeue saves depends on it). The profiler skips the line."""
+
+    def __init__(self, batch_size: int = 1, path: str | None = None, total: int = 0,
+                 done: int = 0) -> None:
         self.batch_size = batch_size
         self.path = path if path is not None else progress_path()
+        self.total, self.done = total, done
+        self._steps = 0
         self._fh: IO[str] | None = None
 
     def __enter__(self) -> Progress:
@@ -71,11 +83,24 @@ class Progress:
                 self._fh = open(self.path, "a", buffering=1)
             except OSError:
                 self._fh = None   # progress is a courtesy: never the end of a training job
+        self._steps = 0
+        self._total_line(" run")
         return self
+
+    def _total_line(self, mark: str = "") -> None:
+        """``total <samples> <done>``; the first of a run (a restart from a checkpoint
+        too) ends in ``run``: the steps before it, and the gap, are not this run's speed."""
+        if self._fh is not None and self.total > 0:
+            self._fh.write(f"total {int(self.total)} {max(0, int(self.done))}{mark}\n")
 
     def step(self, samples: int | None = None) -> None:
         if self._fh is not None:
-            self._fh.write(f"{time.monotonic():.6f} {samples or self.batch_size}\n")
+            n = samples or self.batch_size
+            self._fh.write(f"{time.monotonic():.6f} {n}\n")
+            self.done += n
+            self._steps += 1
+            if self._steps % TOTAL_EVERY == 0:
+                self._total_line()
 
     def __exit__(self, *exc: object) -> None:
         if self._fh is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .core import PerGpu, Profile
 from .core.pools import Pool, merged
+from .core.resources import Resources
 from .decide import ControllerSettings
 from .sim.config import slurm_config
 from .sim.jobsets import models_in_turn
@@ -67,14 +68,25 @@ def demo_mix(jobs: int, mean_s: float, seed: int = 0,
     return out
 
 
+# One poll of squeue: (seconds from the phase's start, ((demo index, cores, GB), ...)).
+Sample = tuple[float, tuple[tuple[int, int, float], ...]]
+
+
+def running_now(rows: Sequence[queue.QueueRow], ids: Mapping[int, int], at: float
+                ) -> Sample:
+    """The demo jobs ``rows`` show running, each with the cores and memory it holds."""
+    return (at, tuple((ids[r.job_id], r.cpus, r.mem_mb / 1024) for r in rows
+                      if r.running and r.job_id in ids))
+
+
 @dataclass
 class PhaseResult:
     name: str
     makespan_s: float
     jct_s: dict[int, float] = field(default_factory=dict)     # demo job index -> seconds
     # What Slurm showed running at each poll: (seconds from the phase's start, ((demo
-    # index, cores), ...)); empty for a prediction.
-    timeline: list[tuple[float, tuple[tuple[int, int], ...]]] = field(default_factory=list)
+    # index, cores, memory GB), ...)); empty for a prediction.
+    timeline: list[Sample] = field(default_factory=list)
     # When each job was submitted (demo index -> seconds from the phase's start).
     submitted: dict[int, float] = field(default_factory=dict)
 
@@ -108,11 +120,13 @@ STARTUP_S = 1.5
 
 def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]],
             profiles: Mapping[str, Profile], pools: Sequence[Pool], controller: Mapping,
-            lowers_pending: bool, sched_s: float) -> dict[str, PhaseResult]:
+            lowers_pending: bool, sched_s: float, progress_reports: bool = False
+            ) -> dict[str, PhaseResult]:
     """What the simulator's controller model predicts for both phases of this mix on
     this cluster (``pools``, Slurm passing every ``sched_s``), each job arriving when it
     was really submitted in that phase (``submitted``: phase -> index -> seconds), the
-    controller as configured (``controller``: the [controller] section the demo ran)."""
+    controller as configured (``controller``: the [controller] section the demo ran), which
+    knows the work running jobs have left where they report progress (``progress_reports``)."""
     settings = ControllerSettings(
         interval_s=controller["interval_s"], release_delay_s=RELEASE_DELAY_S,
         lowers_pending=lowers_pending, requeue_budget=controller["requeue_budget"],
@@ -126,7 +140,8 @@ def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]
                                  requeue_ok=True, partition=j.partition,
                                  work_s=j.seconds, startup_s=STARTUP_S) for j in jobs),
                        key=lambda t: (t.arrival, t.job_id))
-        cfg = slurm_config(settings, merged(pools), alloc, tuple(pools))
+        cfg = slurm_config(settings, merged(pools), alloc, tuple(pools),
+                           progress_reports=progress_reports)
         res = simulate(trace, profiles, cfg)
         ends = {r.job_id: r.finish for r in res.jobs if r.finish is not None}
         out[phase] = phase_result(phase, ends, at)
@@ -135,11 +150,17 @@ def predict(jobs: Sequence[DemoJob], submitted: Mapping[str, Mapping[int, float]
 
 def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
                profiles: Mapping[str, Profile], profiles_path: Path, python: str,
-               fair: Mapping[str, PerGpu], work: Path, t0: float
+               fair: Mapping[str, PerGpu], work: Path, t0: float,
+               progress_dir: Path | None = None, timeline: list[Sample] | None = None
                ) -> tuple[dict[int, int], dict[int, float]]:
     """Submit every job with synergy-sbatch, its length set at its partition's
-    proportional share (``fair``, by partition); {Slurm job id: demo index} and {demo
-    index: when it was submitted, seconds from ``t0``} (a job's JCT runs from there)."""
+    proportional share (``fair``, by partition), reporting its progress to
+    ``progress_dir`` if given; {Slurm job id: demo index} and {demo index: when it was
+    submitted, seconds from ``t0``} (a job's JCT runs from there). ``timeline`` gets what
+    runs after each submission (jobs start while the rest are submitted)."""
+    env = cli.env()
+    if progress_dir is not None:
+        env["SYNERGY_PROGRESS_DIR"] = str(progress_dir)
     work.mkdir(parents=True, exist_ok=True)
     runner = work / "run.sh"
     runner.write_text(RUNNER)
@@ -155,13 +176,15 @@ def submit_mix(sbatch_exe: str, cli: SlurmCLI, jobs: Sequence[DemoJob],
                 "--model", j.model, "--iterations",
                 str(j.iterations(profiles[j.model], fair[j.partition])),
                 "--state", str(work / f"job{j.index}.state")]
-        res = subprocess.run(argv, capture_output=True, text=True, env=cli.env(),
+        res = subprocess.run(argv, capture_output=True, text=True, env=env,
                              check=False, timeout=60)
         if res.returncode != 0:
             raise RuntimeError(f"synergy-sbatch failed for demo job {j.index}: "
                                f"{res.stderr.strip()}")
         ids[int(res.stdout.strip().split(";")[0])] = j.index
         submitted[j.index] = time.monotonic() - t0
+        if timeline is not None:
+            timeline.append(running_now(queue.all_rows(cli), ids, time.monotonic() - t0))
     return ids, submitted
 
 
@@ -177,11 +200,10 @@ class Ended:
 def wait_all(cli, ids: Mapping[int, int], t0: float,
              tick: Callable[[float, int], None] | None = None, tick_s: float = 20.0,
              timeout_s: float = 1800.0,
-             timeline: list[tuple[float, tuple[tuple[int, int], ...]]] | None = None
-             ) -> dict[int, Ended]:
+             timeline: list[Sample] | None = None) -> dict[int, Ended]:
     """Poll squeue (every state: a finished job stays listed for MinJobAge) until each of
     ``ids`` has ended; {demo index: when and how}. ``timeline`` gets, at each poll, the
-    demo jobs running and the cores each holds."""
+    demo jobs running and the cores and memory each holds."""
     done: dict[int, Ended] = {}
     next_tick = time.monotonic() + tick_s
     while len(done) < len(ids):
@@ -191,8 +213,7 @@ def wait_all(cli, ids: Mapping[int, int], t0: float,
                                f"{timeout_s:.0f} s")
         rows = {r.job_id: r for r in queue.all_rows(cli)}
         if timeline is not None:
-            timeline.append((now - t0, tuple((ids[r.job_id], r.cpus) for r in rows.values()
-                                             if r.running and r.job_id in ids)))
+            timeline.append(running_now(list(rows.values()), ids, now - t0))
         for jid, idx in ids.items():
             row = rows.get(jid)
             if idx not in done and (row is None or row.ended):
@@ -223,37 +244,72 @@ def failures(ended: Mapping[int, Ended], ids: Mapping[int, int], outputs: Path,
     return out
 
 
+# Why the synergy phase can end sooner while fewer GPUs are busy at times: the picture says it.
+WHY = ("Why synergy can end sooner with fewer GPUs busy: it gives the cores and memory that "
+       "insensitive jobs do not need to the CPU- and memory-hungry ones, which then run "
+       "faster;\na node's cores or memory can run out before its GPUs do, so a GPU may wait "
+       "for a while, but the jobs that run finish sooner and so does the whole mix.")
+
+
 def plot_timelines(jobs: Sequence[DemoJob], phases: Sequence[PhaseResult], path: Path,
-                   total_gpus: int, total_cpus: int) -> Path:
+                   total: Resources, title: str = "") -> Path:
     """One PNG: each phase's timeline side by side, as Slurm showed it: GPUs busy, and
-    the cores given to each kind of job, over time."""
+    the cores and memory given to each kind of job, over time, each against the cluster's
+    capacity (labelled); each phase titled with its makespan and mean JCT (all, and per
+    kind), the figure with the cluster's size, one legend outside the data, and a word on
+    why the synergy phase ends sooner with fewer GPUs busy at times."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_index = {j.index: j for j in jobs}
-    kinds = list(KINDS)
     span = max((t for ph in phases for t, _ in ph.timeline), default=1.0)
-    fig, axes = plt.subplots(2, len(phases), figsize=(6 * len(phases), 6), sharex=True,
+    fig, axes = plt.subplots(3, len(phases), figsize=(6.5 * len(phases), 9.5), sharex=True,
                              sharey="row", squeeze=False)
+    first = phases[0]
     for col, ph in enumerate(phases):
-        times = [t for t, _ in ph.timeline]
-        gpus = [sum(by_index[i].gpus for i, _ in running) for _, running in ph.timeline]
-        cores = [[sum(c for i, c in running if by_index[i].kind == k)
-                  for _, running in ph.timeline] for k in kinds]
-        top, bottom = axes[0][col], axes[1][col]
-        top.step(times, gpus, where="post", color="black")
-        top.axhline(total_gpus, color="grey", linestyle=":")
-        top.set_title(f"{ph.name}: makespan {ph.makespan_s:.0f} s")
-        bottom.stackplot(times, cores, labels=kinds, step="post")
-        bottom.axhline(total_cpus, color="grey", linestyle=":")
-        bottom.set_xlabel("seconds from the first submission")
-        bottom.set_xlim(0, span)
-    axes[0][0].set_ylabel("GPUs busy")
-    axes[1][0].set_ylabel("cores given, by kind")
-    axes[1][-1].legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
+        _plot_phase(axes[:, col], ph, jobs, total, span)
+        gain = (f" ({first.makespan_s / ph.makespan_s:.2f}x, "
+                f"{first.mean_jct(jobs) / ph.mean_jct(jobs):.2f}x)" if col else "")
+        axes[0][col].set_title(
+            f"{ph.name}: makespan {ph.makespan_s:.0f} s, mean JCT {ph.mean_jct(jobs):.0f} s"
+            f"{gain}\n" + ", ".join(f"{k} {ph.mean_jct(jobs, k):.0f} s" for k in KINDS
+                                     if any(j.kind == k for j in jobs)),
+            fontsize="medium")
+    for row, label in enumerate(("GPUs busy", "cores given, by kind",
+                                 "memory given (GB), by kind")):
+        axes[row][0].set_ylabel(label)
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(KINDS), frameon=False,
+               bbox_to_anchor=(0.5, 0.935))
+    fig.suptitle(title or f"{len(jobs)} jobs on {total.gpus} GPUs, {total.cpus} cores, "
+                 f"{total.mem_gb:.0f} GB", fontsize="large")
+    fig.text(0.5, 0.01, WHY, ha="center", va="bottom", fontsize="small", wrap=True)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.92))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def _plot_phase(axes, ph: PhaseResult, jobs: Sequence[DemoJob], total: Resources,
+                span: float) -> None:
+    """One phase's column: GPUs busy, then cores and memory stacked by kind, each with its
+    capacity line labelled."""
+    by_index = {j.index: j for j in jobs}
+    times = [t for t, _ in ph.timeline]
+    gpus = [sum(by_index[i].gpus for i, _, _ in running) for _, running in ph.timeline]
+    cores = [[sum(c for i, c, _ in running if by_index[i].kind == k)
+              for _, running in ph.timeline] for k in KINDS]
+    mem = [[sum(m for i, _, m in running if by_index[i].kind == k)
+            for _, running in ph.timeline] for k in KINDS]
+    axes[0].step(times, gpus, where="post", color="black")
+    axes[1].stackplot(times, cores, labels=list(KINDS), step="post")
+    axes[2].stackplot(times, mem, labels=list(KINDS), step="post")
+    for ax, cap, unit in ((axes[0], total.gpus, "GPUs"), (axes[1], total.cpus, "cores"),
+                          (axes[2], total.mem_gb, "GB")):
+        ax.axhline(cap, color="grey", linestyle=":")
+        ax.text(span, cap, f"{cap:.0f} {unit}", ha="right", va="bottom", fontsize="small",
+                color="dimgrey")
+        ax.set_ylim(0, cap * 1.12)
+    axes[2].set_xlabel("seconds from the first submission")
+    axes[2].set_xlim(0, span)

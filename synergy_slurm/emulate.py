@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     # The burners first: a child forked after the ballast would count it again (RSS).
     burners = [_burner(args.use_cores) for _ in range(cpus * gpus if args.use_cores else 0)]
     ballast = bytearray(args.use_mem_mb * 2**20)      # zero-filled: every page touched
-    with Progress() as progress:
+    with Progress(total=args.iterations, done=done) as progress:
         while done < args.iterations and not stop["now"]:
             n = min(per_chunk, args.iterations - done)
             time.sleep(n * iter_s)

@@ -122,10 +122,15 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     shutil.rmtree(work, ignore_errors=True)
     for old in ("state.db", "audit.jsonl", "profiles.db", "synergy.toml"):
         (state_dir / old).unlink(missing_ok=True)
+    # Where the jobs report their progress: the controller prices a requeue on the work a
+    # job really has left (the jobs run as root, so their files are root's).
+    progress = state_dir / "progress"
+    shutil.rmtree(progress, ignore_errors=True)
+    progress.mkdir(mode=0o755)
     cfg_path = state_dir / "synergy.toml"
     try:
         results = [_phase(phase, cli, spec, cfg_path, mix, profiles, path, fair, work,
-                          sbatch_exe, status_every, say)
+                          sbatch_exe, status_every, say, progress)
                    for phase in ("proportional", "synergy")]
     except (SlurmError, RuntimeError, TimeoutError) as exc:
         raise Failed(f"demo failed: {exc}") from None
@@ -139,9 +144,12 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
         lowers = False
     pred = predict(mix, {r.name: r.submitted for r in results}, profiles, layout.pools(),
                    controller_dict(spec, path, state_dir)["controller"], lowers,
-                   devcluster.SCHED_INTERVAL_S)
+                   devcluster.SCHED_INTERVAL_S, progress_reports=True)
     total = layout.cluster_state().total
-    picture = plot_timelines(mix, results, state_dir / "demo.png", total.gpus, total.cpus)
+    picture = plot_timelines(
+        mix, results, state_dir / "demo.png", total,
+        f"synergy demo: {len(mix)} jobs on {len(spec.node_names)} nodes, {total.gpus} GPUs, "
+        f"{total.cpus} cores, {total.mem_gb:.0f} GB (Slurm {version})")
     out = _comparison(mix, results, pred, parts, seed, picture, state_dir)
     if fmt == "json":
         click.echo(json.dumps(out))
@@ -247,7 +255,7 @@ def _gaps(mix, real: dict[str, PhaseResult], pred: dict[str, PhaseResult]) -> di
 
 def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profiles_path,
            fair: dict[str, PerGpu], work: Path, sbatch_exe: str, status_every: float,
-           say) -> PhaseResult:
+           say, progress: Path) -> PhaseResult:
     view: StateStore | None = None
     stop = threading.Event()
     thread = None
@@ -255,7 +263,7 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
         # The controller runs from the file it writes, so `synergy status --config` and an
         # admin reading it see exactly what ran.
         cfg_path.write_text(controller_toml(spec, profiles_path, cfg_path.parent,
-                                             "synergy demo"))
+                                             "synergy demo", progress_dir=str(progress)))
         cfg = load_config(cfg_path, missing_ok=False)
         ctl = Controller(cfg)
         ctl.run_round()       # writes the hook table: from now on the hook holds new jobs
@@ -283,7 +291,8 @@ def _phase(name: str, cli: SlurmCLI, spec, cfg_path: Path, mix, profiles, profil
     try:
         t0 = time.monotonic()
         ids, submitted = submit_mix(sbatch_exe, cli, mix, profiles, profiles_path,
-                                    sys.executable, fair, work / name, t0)
+                                    sys.executable, fair, work / name, t0,
+                                    progress_dir=progress, timeline=timeline)
         ended = wait_all(cli, ids, t0, tick, status_every, timeline=timeline)
     finally:
         if thread is not None:

@@ -12,6 +12,7 @@ update shapes them all).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -82,17 +83,55 @@ def limit_blocked(job: SlurmJob) -> bool:
     return job.priority > 0 and "profile" in job.tags and job.waits_on_core_or_memory_limit
 
 
+@dataclass(frozen=True)
+class Left:
+    """What says how long a running job has left, besides its time limit: the wall seconds
+    its own progress reports give at its current speed, the typical run of its key's
+    earlier jobs (seconds at the proportional speed, and how many), and its current speed
+    (its profile's speedup at the share it holds)."""
+
+    progress_s: float | None = None
+    typical_s: float | None = None
+    typical_jobs: int = 0
+    speed: float = 1.0
+
+
+def remaining(job: SlurmJob, elapsed: float, left: Left | None) -> tuple[float, str]:
+    """The seconds a job has left at the proportional speed, and what says so: its progress
+    reports where it sends them, else its key's typical duration where it has not run past
+    it, else its time limit (what Slurm allows it, the most it can have left), else a
+    week. A requeue is worth what it saves on this time, so the requeue says which."""
+    left = left or Left()
+    if left.progress_s is not None and math.isinf(left.progress_s):
+        # It says how far it goes, not yet how fast: unknown for a round or two (no
+        # requeue is priced on its limit meanwhile).
+        return UNKNOWN_REMAINING_S, "its progress reports (too few steps yet)"
+    if left.progress_s is not None:
+        return left.progress_s * left.speed, "its progress reports"
+    done = elapsed * left.speed
+    if left.typical_s is not None and left.typical_s > done:
+        return left.typical_s - done, (f"the typical run of its key's last "
+                                       f"{left.typical_jobs} jobs")
+    limit = float(job.time_limit_s) if job.time_limit_s else None
+    if limit:
+        return max(0.0, limit - elapsed), "its time limit"
+    return UNKNOWN_REMAINING_S, "no time limit"
+
+
 def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile],
-             gpu_types: frozenset[str] = frozenset({""})) -> JobSpec:
+             gpu_types: frozenset[str] = frozenset({""}), left: Left | None = None
+             ) -> JobSpec:
     """The core's view of a job; its profile is the one for its key on the GPU types of the
-    nodes it may run on (``core.pick_profile``: none measured on another type)."""
+    nodes it may run on (``core.pick_profile``: none measured on another type); a running
+    job's time left by :func:`remaining`."""
     key = profile_key(job) or ""
     started = job.start_time if job.running and job.start_time else None
     elapsed = max(0.0, now - started) if started else 0.0
     limit = float(job.time_limit_s) if job.time_limit_s else None
-    remaining = max(0.0, limit - elapsed) if limit else UNKNOWN_REMAINING_S
+    rem, source = remaining(job, elapsed, left)
     return JobSpec(job.job_id, job.gpus, submitted=float(job.submit_time),
-                   duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=remaining,
+                   duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=rem,
+                   remaining_from=source,
                    attained_s=elapsed, profile=pick_profile(profiles, key, gpu_types),
                    profile_key=key,
                    user=job.user, priority=job.priority, gpus_per_node=per_node_request(job))

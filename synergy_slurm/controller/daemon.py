@@ -52,7 +52,7 @@ from ..profiles.resolve import trusted, with_owners
 from ..slurm.access import Access, read_access
 from ..slurm.commands import SlurmCLI, SlurmError
 from ..slurm.limits import SiteLimits
-from ..slurm.model import SlurmJob, Snapshot
+from ..slurm.model import SlurmJob, SlurmNode, Snapshot
 from ..slurm.ports import Reader, Writer
 from ..slurm.reader import make_reader
 from ..slurm.writer import ChangeIgnored, NotEnforcing, SlurmWriter, Unsupported
@@ -83,6 +83,7 @@ from .classify import (
 )
 from .failsafe import release_held
 from .heartbeat import Heartbeat
+from .left import Run, note_runs, runs, with_left
 from .limits import Usage, held, job_limits
 from .lowered import LoweredWatch
 from .metrics import Metrics
@@ -101,6 +102,7 @@ from .usage import (
     samples,
     stale_slots,
     suspect_caps,
+    this_host,
     verdicts,
 )
 from .views import view_dir, write_views
@@ -224,6 +226,8 @@ class Controller:
         # Running jobs the writer says can never be lowered in place (started before
         # PrologFlags=Contain): not asked again while they run.
         self._shrink_refused: set[int] = set()
+        # This round's running jobs with a profile, for their key's history of durations.
+        self._runs: list[Run] = []
         # When the site's limits were read, and what they were (see _site_limits).
         self._site: tuple[float, SiteLimits | None] | None = None
         # Who may see every job (PrivateData, admins), and when it was read: the views.
@@ -469,11 +473,15 @@ class Controller:
         inputs: list[PoolJobs] = []
         jobs_of: list[list[SlurmJob]] = []
         specs_of: dict[int, JobSpec] = {}
+        typical = self.state.typical_runs(j.job_id for j in snap.jobs)
+        self._runs = []
         for pool, gpu_type, mine in groups:
             fair = pool.of_type(gpu_type).fair
             types = pool.types(gpu_type)
-            specs = {j.job_id: self._spec(j, now, profiles, types, caps, suspect)
+            specs = {j.job_id: with_left(j, self._spec(j, now, profiles, types, caps, suspect),
+                                         fair, self.cfg.usage.progress_dir, typical)
                      for j in mine}
+            self._runs += runs((j, specs[j.job_id], fair) for j in mine)
             specs_of.update(specs)
             running = [j for j in mine if j.running]
             pool_gpus = sum(sv.capacity.gpus for sv in pool.of_type(gpu_type).servers)
@@ -535,11 +543,13 @@ class Controller:
         if not self.cfg.usage.enabled:
             return frozenset()
         if due(self.cfg.usage, ctx.rid):
-            self._read_usage(ctx.rid, ctx.managed, ctx.pools, ctx.profiles, ctx.now)
+            self._read_usage(ctx.rid, ctx.managed, ctx.pools, ctx.profiles, ctx.now,
+                             {n.name: n for n in ctx.snap.nodes})
         return self._stale(ctx.rid)
 
     def _read_usage(self, rid: int, managed: list[SlurmJob], found: list[Pool],
-                    profiles: dict[str, Profile], now: float) -> None:
+                    profiles: dict[str, Profile], now: float,
+                    nodes: dict[str, SlurmNode]) -> None:
         u = self.cfg.usage
         by_name = {p.partition: p for p in found if p.cluster.servers}
         watched = []
@@ -554,7 +564,8 @@ class Controller:
         if not watched:
             return
         used = self.reader.usage([w.job for w in watched])
-        rows = samples(watched, used, now, u.progress_dir)
+        prev = {r["job_id"]: r for r in self.state.usage()}
+        rows = samples(watched, used, now, u.progress_dir, nodes, prev, this_host())
         self.state.note_usage(rows)
         new = record(self.state, verdicts(self.state, self.usage_rule), now)
         self.metrics.watched.set(len(rows))
@@ -797,6 +808,8 @@ class Controller:
                 "speedup": alloc.speedup if alloc else None,
                 "how": alloc.how if alloc else None, "note": note, "updated": ctx.now})
         self.state.replace_jobs(rows)
+        note_runs(self.state, self._runs, (j.job_id for j in ctx.managed if j.pending),
+                  ctx.now)
         duration = time.monotonic() - ctx.started
         running = sum(j.running for j in ctx.managed)
         self.metrics.round_seconds.observe(duration)

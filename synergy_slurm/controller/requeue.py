@@ -61,10 +61,12 @@ def requeue_actions(requeues: Iterable[Requeue], jobs: Mapping[int, SlurmJob], f
     out = []
     for rq in requeues:
         job = jobs[rq.job_id]
+        source = f" by {rq.left_from}" if rq.left_from else ""
         out.append(Action(job.job_id, REQUEUE, current_shape(job, fair),
                           to_shape(rq.demand.share),
-                          f"{rq.demand.speedup:.2f}x share saves {rq.saves_s:.0f} s "
-                          f"(restart costs {rule.restart_cost_s:.0f} s)", job.user))
+                          f"{rq.left_s:.0f} s left{source}: {rq.demand.speedup:.2f}x as fast "
+                          f"as proportional, it ends {rq.saves_s:.0f} s sooner (a restart "
+                          f"costs {rule.restart_cost_s:.0f} s)", job.user))
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import statistics
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,13 +40,16 @@ CREATE TABLE IF NOT EXISTS usage (
   job_id INTEGER PRIMARY KEY, key TEXT, user TEXT, granted_cpus INTEGER,
   granted_mem_gb REAL, fair_cpus INTEGER, fair_mem_gb REAL, used_cpus REAL,
   peak_mem_gb REAL, observed_s REAL, at REAL, throughput REAL, predicted REAL,
-  slot TEXT);
+  slot TEXT, could_cpus REAL);
 CREATE INDEX IF NOT EXISTS usage_key ON usage(key, user);
 CREATE TABLE IF NOT EXISTS past_jobs (
   job_id INTEGER PRIMARY KEY, user TEXT, state TEXT, profile_key TEXT, gpus INTEGER,
   cpus_per_gpu INTEGER, mem_per_gpu_mb INTEGER, planned_cpus INTEGER,
   planned_mem_mb INTEGER, speedup REAL, how TEXT, note TEXT, updated REAL,
   requeues INTEGER, gone REAL);
+CREATE TABLE IF NOT EXISTS runs (
+  job_id INTEGER PRIMARY KEY, key TEXT, started REAL, seen REAL, prop_s REAL);
+CREATE INDEX IF NOT EXISTS runs_key ON runs(key, seen);
 CREATE TABLE IF NOT EXISTS notices (
   name TEXT PRIMARY KEY, since REAL, text TEXT);
 CREATE TABLE IF NOT EXISTS suspects (
@@ -77,9 +81,11 @@ PAST_KEEP_S = 7 * 86400.0
 # Columns added to a table after its first release: (table, column, type), added to a
 # state made by an older controller when it opens it for writing.
 ADDED_COLUMNS = (("rounds", "interval_s", "REAL"), ("rounds", "config_loaded", "REAL"),
-                 ("rounds", "config_path", "TEXT"))
+                 ("rounds", "config_path", "TEXT"), ("usage", "could_cpus", "REAL"))
 _JOB_COLUMNS = ("job_id, user, state, profile_key, gpus, cpus_per_gpu, mem_per_gpu_mb, "
                 "planned_cpus, planned_mem_mb, speedup, how, note, updated, requeues")
+# Finished runs kept per key: the typical duration of its recent jobs.
+RUNS_KEPT_PER_KEY = 50
 
 
 class StateStore:
@@ -106,6 +112,7 @@ class StateStore:
             raise DatabaseError(f"{self.path}: {exc}") from None
 
     def _add_columns(self) -> None:
+        """Columns later versions added to a table an earlier one created."""
         for table, column, kind in ADDED_COLUMNS:
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
             if column not in have:
@@ -271,16 +278,46 @@ class StateStore:
         names = [d[0] for d in cur.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
 
+    # -- how long each key's jobs run (the time a running job has left, for requeues) ----
+    def note_runs(self, rows: Iterable[tuple[int, str, float, float]], now: float,
+                  requeued: Iterable[int] = (), keep: int = RUNS_KEPT_PER_KEY) -> None:
+        """The running jobs of this round: (job id, key, start, seconds run so far at the
+        proportional speed). A job's row stops being updated when it leaves Slurm: its last
+        one is how long it ran (to within a round). ``requeued`` jobs (pending again) are
+        forgotten: their run was cut short. Only each key's latest ``keep`` stay."""
+        self.db.executemany("DELETE FROM runs WHERE job_id = ?", [(j,) for j in requeued])
+        self.db.executemany(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
+            [(j, k, started, now, prop_s) for j, k, started, prop_s in rows])
+        self.db.execute("DELETE FROM runs WHERE job_id IN (SELECT job_id FROM (SELECT job_id,"
+                        " ROW_NUMBER() OVER (PARTITION BY key ORDER BY seen DESC) AS n FROM "
+                        "runs) WHERE n > ?)", (keep,))
+
+    def typical_runs(self, live: Iterable[int], least: int = 3
+                     ) -> dict[str, tuple[float, int]]:
+        """Per key with at least ``least`` finished jobs (those not ``live`` in Slurm): the
+        median of how long they ran at the proportional speed, and how many."""
+        now_live = set(live)
+        by: dict[str, list[float]] = {}
+        for job_id, key, prop_s in self.db.execute(
+                "SELECT job_id, key, prop_s FROM runs WHERE prop_s > 0"):
+            if job_id not in now_live:
+                by.setdefault(key, []).append(float(prop_s))
+        return {k: (statistics.median(v), len(v)) for k, v in by.items() if len(v) >= least}
+
     # -- the closed loop (controller/usage.py) --------------------------------------------
     def note_usage(self, rows: Iterable[dict[str, Any]], keep_s: float = USAGE_KEEP_S) -> None:
         """The latest use of running jobs (one row per job, replaced as it runs on); rows
         not updated for ``keep_s`` are dropped (the evidence of the last month counts)."""
         self.db.execute("DELETE FROM usage WHERE at < ?", (time.time() - keep_s,))
         self.db.executemany(
-            "INSERT OR REPLACE INTO usage VALUES (:job_id, :key, :user, :granted_cpus, "
+            "INSERT OR REPLACE INTO usage (job_id, key, user, granted_cpus, granted_mem_gb, "
+            "fair_cpus, fair_mem_gb, used_cpus, peak_mem_gb, observed_s, at, throughput, "
+            "predicted, slot, could_cpus) VALUES (:job_id, :key, :user, :granted_cpus, "
             ":granted_mem_gb, :fair_cpus, :fair_mem_gb, :used_cpus, :peak_mem_gb, "
-            ":observed_s, :at, :throughput, :predicted, :slot)",
-            [{"throughput": None, "predicted": None, "slot": None, **r} for r in rows])
+            ":observed_s, :at, :throughput, :predicted, :slot, :could_cpus)",
+            [{"throughput": None, "predicted": None, "slot": None, "could_cpus": None, **r}
+             for r in rows])
 
     def usage(self, key: str | None = None) -> list[dict[str, Any]]:
         return self._by_key("usage", key, "key, user, job_id")

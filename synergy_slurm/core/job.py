@@ -23,6 +23,9 @@ class JobSpec:
     submitted: float = 0.0
     duration_s: float = 0.0
     remaining_s: float = 0.0
+    # What ``remaining_s`` of a running job comes from, in words (its progress reports, its
+    # key's history, its time limit): a requeue's reason names it.
+    remaining_from: str = ""
     attained_s: float = 0.0
     profile: Profile | None = None
     profile_key: str = ""

@@ -27,6 +27,8 @@ class Requeue:
     job_id: int
     demand: Demand
     saves_s: float
+    left_s: float = 0.0          # its remaining work at its current share (wall seconds)
+    left_from: str = ""          # what says so (JobSpec.remaining_from)
 
 
 def free_after(cluster: ClusterState, plan: Plan | None) -> dict[str, list[float]]:
@@ -74,6 +76,7 @@ def requeues(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterStat
             for name, n in alloc.placement:
                 free[name][0] -= n * dc
                 free[name][1] -= n * dm
-            out.append(Requeue(spec.id, d, saves))
+            out.append(Requeue(spec.id, d, saves, spec.remaining_s / cur_speed,
+                               spec.remaining_from))
             break
     return out

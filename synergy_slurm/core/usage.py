@@ -57,6 +57,18 @@ class UsageSample:
     used_cpus: float
     peak_mem_gb: float
     observed_s: float
+    # The cores per GPU the job could have kept busy, where its nodes were contended (more
+    # runnable work than cores: a noisy neighbour, no ConstrainCores, oversubscription):
+    # its use is judged against this, not against what it was given. None: uncontended.
+    could_cpus: float | None = None
+
+    @property
+    def cpu_use(self) -> float:
+        """The share of the cores it could have kept busy that it did (at most 1)."""
+        room = float(self.granted.cpus)
+        if self.could_cpus is not None and self.could_cpus > 0:
+            room = min(room, self.could_cpus)
+        return min(1.0, self.used_cpus / room)
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,9 @@ def judge(samples: Iterable[UsageSample], rule: UsageRule
           ) -> dict[tuple[str, str], KeyVerdict]:
     """Per (key, user), the verdict over those jobs' latest samples. Only jobs given more
     than the proportional share in a dimension count for that dimension: below it, using
-    little is no evidence (a language model is content with a third of its share)."""
+    little is no evidence (a language model is content with a third of its share). A job
+    on contended nodes is judged on the cores it could get there (``could_cpus``): an
+    honest user is not capped because the machine was busy."""
     latest: dict[int, UsageSample] = {}
     for s in samples:
         if s.observed_s >= rule.min_observed_s and s.granted.cpus > 0:
@@ -98,7 +112,7 @@ def judge(samples: Iterable[UsageSample], rule: UsageRule
     for (key, user), jobs in sorted(by_key.items()):
         cpu = [s for s in jobs if s.granted.cpus > s.fair.cpus]
         mem = [s for s in jobs if s.granted.mem_gb > s.fair.mem_gb + 1e-6]
-        cpu_use = _mean(min(1.0, s.used_cpus / s.granted.cpus) for s in cpu)
+        cpu_use = _mean(s.cpu_use for s in cpu)
         mem_use = _mean(min(1.0, s.peak_mem_gb / s.granted.mem_gb) for s in mem)
         cap_cpus, cap_mem = UNLIMITED.cpus, UNLIMITED.mem_gb
         if len(cpu) >= rule.min_jobs and cpu_use < rule.threshold:

@@ -13,9 +13,12 @@ HEADER = ("# Written by synergy ({what}): the controller's config for the dev cl
           "(every key, defaults included).\n")
 
 
-def controller_dict(spec: DevClusterSpec, profiles_path: Path, work: Path) -> dict:
+def controller_dict(spec: DevClusterSpec, profiles_path: Path, work: Path,
+                    progress_dir: str = "") -> dict:
     """The settings, as a synergy.toml's tables: the hook shapes every partition of the
-    cluster; state, audit log and measured profiles under ``work``."""
+    cluster; state, audit log and measured profiles under ``work``; jobs report their
+    progress to ``progress_dir`` where one is given (the demo's do: their requeues are
+    priced on the work they really have left)."""
     slurm = {"conf": str(spec.conf_path)}
     if spec.bindir.is_dir():
         slurm["bindir"] = str(spec.bindir)
@@ -30,11 +33,13 @@ def controller_dict(spec: DevClusterSpec, profiles_path: Path, work: Path) -> di
                            "requeue_budget": 2, "requeue_min_interval_s": 60.0,
                            # Several dev clusters' controllers share one machine (test
                            # slots, demo phases): no default port for them to contend for.
-                           "metrics_port": 0}}
+                           "metrics_port": 0},
+            "usage": {"progress_dir": progress_dir}}
 
 
-def controller_toml(spec: DevClusterSpec, profiles_path: Path, work: Path, what: str) -> str:
+def controller_toml(spec: DevClusterSpec, profiles_path: Path, work: Path, what: str,
+                    progress_dir: str = "") -> str:
     """:func:`controller_dict` as the TOML file the controller runs from; ``what`` names
     the writer in its first line."""
-    cfg = config_from_dict(controller_dict(spec, profiles_path, work))
+    cfg = config_from_dict(controller_dict(spec, profiles_path, work, progress_dir))
     return HEADER.format(what=what) + render_toml(cfg)

@@ -83,6 +83,9 @@ class SlurmConfig(SimConfig):
     # Requeue only trace jobs that opted in (TraceJob.requeue_ok), as the controller does
     # with a site's jobs; False: any running job (the simulator's generated traces).
     requeue_opt_in: bool = False
+    # Running jobs report their progress ([usage] progress_dir, with a total): the
+    # controller knows the work they have left, not only their time limits.
+    progress_reports: bool = False
     # Lower running jobs' memory to what their profiles need, in place (as the controller
     # does where Slurm can: 26.05).
     shrink_memory: bool = False

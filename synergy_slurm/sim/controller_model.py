@@ -467,13 +467,15 @@ class _Model:
     # -- the controller ----------------------------------------------------------------
     def _spec(self, run: _Run, t: float, may_requeue: bool = False,
               may_shrink: bool = False) -> JobSpec:
-        """The core's view, as the controller has it: remaining time from the time limit
-        where the job has one (what the controller knows), else the model's own; a held
-        job's priority is 0, as Slurm shows it until the release."""
+        """The core's view, as the controller has it: remaining time from a running job's
+        progress reports where jobs send them (the work it has left), else from the time
+        limit where the job has one, else the model's own; a held job's priority is 0, as
+        Slurm shows it until the release."""
         tj = run.trace
         work, debt = run.done_by(t) if run.alloc is not None else (run.work_s, run.debt_s)
         elapsed = t - run.run_start if run.alloc is not None else 0.0
-        remaining = (max(0.0, run.limit_s - elapsed) if run.limit_s < UNLIMITED_S
+        remaining = (work if self.cfg.progress_reports and run.alloc is not None
+                     else max(0.0, run.limit_s - elapsed) if run.limit_s < UNLIMITED_S
                      else work + debt)
         cap = self.caps.get((tj.model, tj.user))
         return JobSpec(tj.job_id, tj.gpus, submitted=tj.arrival,

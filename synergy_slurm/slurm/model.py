@@ -155,6 +155,10 @@ class SlurmNode:
     partitions: tuple[str, ...] = ()
     gpu_type: str | None = None     # "a100" for Gres=gpu:a100:4; None for untyped GPUs
     reservation: str = ""           # the active reservation it is in (23.02+ shows it)
+    # What slurmd last reported: the host's 1-minute load average (None where not shown)
+    # and the host it runs on (several nodes of a test cluster may share one).
+    load: float | None = None
+    host: str = ""
 
     @property
     def usable(self) -> bool:

@@ -497,7 +497,18 @@ def parse_node(rec: Mapping[str, Any]) -> SlurmNode:
                      alloc_gpus=used_gpus, state=state_txt.lower(),
                      partitions=tuple(text(p) for p in parts),
                      gpu_type=gres[1] if gres else None,
-                     reservation=text(rec.get("reservation")))
+                     reservation=text(rec.get("reservation")),
+                     load=_load(rec.get("cpu_load")), host=text(rec.get("hostname")))
+
+
+def _load(value: Any) -> float | None:
+    """``cpu_load``: the node's load average in hundredths (every release), None where not
+    reported or not a number (it only informs the closed loop's view of contention)."""
+    try:
+        n = num(value)
+    except ValueError:
+        return None
+    return n / 100 if n is not None and n >= 0 else None
 
 
 # -- partitions (scontrol show partition -o) ----------------------------------------------

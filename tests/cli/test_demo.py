@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from synergy_slurm.core import PerGpu
+from synergy_slurm.core.resources import Resources
 from synergy_slurm.demo import KINDS, demo_mix
 from synergy_slurm.profiles import load_profiles
 
@@ -78,14 +79,17 @@ def test_a_result_only_from_jobs_that_ran(tmp_path):
     id, state and first lines of output, and no figures."""
     from synergy_slurm.demo import Ended, failures, wait_all
 
-    cli = ScriptedSqueue("11|RUNNING|3\n12|PENDING|3\n13|RUNNING|6",
+    cli = ScriptedSqueue("11|RUNNING|3|cpu=3,mem=62500M|\n12|PENDING|3||\n"
+                         "13|RUNNING|6|cpu=6,mem=125G|",
                          "11|COMPLETED|3\n12|REQUEUED|3\n13|FAILED|6",
-                         "11|COMPLETED|3\n12|RUNNING|9\n13|FAILED|6",
+                         "11|COMPLETED|3\n12|RUNNING|9|cpu=9,mem=62500M|\n13|FAILED|6",
                          "11|COMPLETED|3\n12|COMPLETED|9\n13|FAILED|6")
     timeline: list = []
     ended = wait_all(cli, {11: 0, 12: 1, 13: 2}, t0=0.0, timeout_s=1e12, timeline=timeline)
-    # What ran at each poll, by demo index, with the cores Slurm shows it holding.
-    assert [dict(running) for _, running in timeline] == [{0: 3, 2: 6}, {}, {1: 9}, {}]
+    # What ran at each poll, by demo index, with the cores and memory (GB) Slurm shows it
+    # holding.
+    assert [{i: (c, round(m, 2)) for i, c, m in running} for _, running in timeline] == \
+        [{0: (3, 61.04), 2: (6, 125.0)}, {}, {1: (9, 61.04)}, {}]
     assert {i: e.state for i, e in ended.items()} == {0: "COMPLETED", 1: "COMPLETED",
                                                       2: "FAILED"}
     (tmp_path / "job2.out").write_text("python3: error while loading shared libraries: "
@@ -102,7 +106,8 @@ def test_the_timelines_picture_is_written(tmp_path):
     from synergy_slurm.demo import PhaseResult, plot_timelines
 
     mix = demo_mix(4, 20.0, seed=1)
-    phases = [PhaseResult(name, 30.0, {}, [(0.0, ((0, 3), (1, 3))), (10.0, ((1, 6),)),
-                                           (30.0, ())]) for name in ("proportional", "synergy")]
-    path = plot_timelines(mix, phases, tmp_path / "demo.png", 32, 96)
+    phases = [PhaseResult(name, 30.0, {j.index: 20.0 for j in mix},
+                          [(0.0, ((0, 3, 62.5), (1, 3, 62.5))), (10.0, ((1, 6, 125.0),)),
+                           (30.0, ())]) for name in ("proportional", "synergy")]
+    path = plot_timelines(mix, phases, tmp_path / "demo.png", Resources(32, 96, 2000.0))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000

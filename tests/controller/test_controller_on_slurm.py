@@ -362,13 +362,14 @@ BURN = ('for i in $(seq "$SLURM_CPUS_ON_NODE"); do (while :; do :; done) & done\
 def test_the_closed_loop_catches_a_key_that_sleeps_and_not_an_honest_one(env):
     """A job labelled alexnet (12 cores per GPU) that only sleeps is marked within a few
     rounds (sstat: next to no CPU time) and its user's next alexnet job is shaped with the
-    proportional 3 cores; a res50 job (4 cores) that keeps its cores busy is not marked.
-    (This machine has 2 real cores: the busy job shows about 2 of its 4 used, hence a
-    threshold of 0.2 here.)"""
+    proportional 3 cores; a res50 job (4 cores) that keeps its cores busy is not marked,
+    however loaded this machine is (2 real cores, shared with other tests: the busy job
+    gets what the host's load leaves it, and is judged on that, at the default
+    threshold)."""
     fresh_table(env, profiles={"alexnet": (12, 125000), "res50": (4, 62500)})
     cli, tmp = env["cli"], env["tmp"]
     doc = tomllib.loads(env["cfg_path"].read_text())
-    doc["usage"] = {"every_rounds": 1, "min_observed_s": 8, "threshold": 0.2}
+    doc["usage"] = {"every_rounds": 1, "min_observed_s": 8}
     cfg = config_from_dict(doc)
     sleeper = submit(cli, "sleep 300", "--gpus=1", "--comment=synergy:profile=alexnet",
                      "-o", "/dev/null", tmp=tmp)
@@ -390,7 +391,12 @@ def test_the_closed_loop_catches_a_key_that_sleeps_and_not_an_honest_one(env):
     assert [(m["key"], m["user"]) for m in marks] == [("alexnet", "root")], marks
     used = {r["job_id"]: r for r in ctl.state.usage()}
     assert used[sleeper]["used_cpus"] < 0.5 and used[sleeper]["granted_cpus"] == 12
-    assert used[burner]["used_cpus"] > 0.8 and used[burner]["granted_cpus"] == 4
+    busy = used[burner]
+    assert busy["granted_cpus"] == 4
+    # It kept busy most of what it could get on this host (all 4 cores, or fewer where the
+    # host was short: its own 2 cores, shared with the other runnable tasks).
+    could = min(4.0, busy["could_cpus"] or 4.0)
+    assert busy["used_cpus"] > 0.5 * could, busy
     audit = [json.loads(x) for x in (tmp / "audit.jsonl").read_text().splitlines()]
     [mark] = [a for a in audit if a["action"] == "suspect"]
     assert mark["user"] == "root" and mark["reason"].startswith("1 job(s)")

@@ -77,3 +77,17 @@ def test_busy_share_is_what_the_true_profile_uses(paper_profiles):
     big = PerGpu(12, 125.0)
     assert busy_share(paper_profiles["gnmt"], big, FAIR) == PerGpu(1, 20.83)
     assert busy_share(paper_profiles["alexnet"], big, FAIR) == big
+
+
+def test_a_busy_job_on_a_contended_node_is_judged_on_what_it_could_get():
+    """Two jobs of 4 cores per GPU on a 2-core host with 7 runnable tasks: each could keep
+    about 0.57 cores busy. The one that used 0.5 is honest; the one that slept is not.
+    Judged on what they were given, both would read 'suspect'."""
+    res50 = PerGpu(4, 62.5)
+    busy = UsageSample(1, "res50", "bob", res50, FAIR, 0.5, 20.0, 600.0, could_cpus=0.57)
+    asleep = UsageSample(2, "alexnet", "eve", BIG, FAIR, 0.01, 20.0, 600.0, could_cpus=0.57)
+    verdicts = judge([busy, asleep], RULE)
+    assert not verdicts["res50", "bob"].suspect
+    assert verdicts["alexnet", "eve"].suspect
+    assert judge([UsageSample(1, "res50", "bob", res50, FAIR, 0.5, 20.0, 600.0)],
+                 RULE)["res50", "bob"].suspect          # without the contention: capped

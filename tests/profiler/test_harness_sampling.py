@@ -103,3 +103,16 @@ def test_a_point_read_through_nvml_carries_the_gpus_figures_and_names(monkeypatc
     assert fake.opened == fake.closed == 1          # once for the point, not per reading
     assert m.gpu["util_pct"] == [70.0] and m.gpu["mem_used_mb"] == [12000]
     assert m.gpu["names"] == ["NVIDIA H100 80GB HBM3"] and m.gpu["samples"] >= 3
+
+
+def test_a_total_line_is_not_a_step(tmp_path: Path):
+    """Progress(total=) writes ``total <samples> <done>`` lines for the controller; the
+    profiler, reading the same protocol, skips them rather than failing the run."""
+    from profiler.harness import _read
+    from profiler.progress import Progress
+
+    path = tmp_path / "p"
+    with Progress(path=str(path), total=50) as p:
+        for _ in range(3):
+            p.step(10)
+    assert [n for _, n in _read(path)] == [10, 10, 10]

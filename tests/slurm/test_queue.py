@@ -20,3 +20,13 @@ def test_lines_that_are_not_id_state_cores_are_skipped_with_a_reason(caplog):
                           "10|PENDING|N/A\n 11 | RUNNING | 4 \n")
     assert rows == [QueueRow(11, "RUNNING", 4)]
     assert sum("skipped" in r.getMessage() for r in caplog.records) == 5
+
+
+def test_the_memory_a_job_holds_comes_from_its_tres():
+    """What ``squeue -O JobID:0|,State:0|,NumCPUs:0|,tres-alloc:0|`` prints (Slurm 22.05):
+    the demo's picture shows the memory each kind of job was given."""
+    rows = parse_rows("16882011|COMPLETED|3|cpu=3,mem=62500M,node=1,billing=3|\n"
+                      "16882016|RUNNING|12|cpu=12,mem=1.5T,node=2,billing=12|\n"
+                      "16882017|PENDING|1||\n")
+    assert [r.mem_mb for r in rows] == [62500.0, 1.5 * 1024 ** 2, 0.0]
+    assert rows[1] == QueueRow(16882016, "RUNNING", 12, 1.5 * 1024 ** 2)
