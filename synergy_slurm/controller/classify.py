@@ -12,13 +12,14 @@ update shapes them all).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..config import Config
 from ..core import JobSpec, Profile, pick_profile
 from ..decide import JobFacts, opted_in_to_requeue, what_synergy_changes
+from ..decide.view import Facts, Left, time_left
+from ..decide.view import job_spec as decide_job_spec
 from ..slurm.model import SlurmJob
 from ..vocabulary import KEY_RE, comment_profile_key
 from ..vocabulary import dataset_gb as comment_dataset_gb
@@ -83,58 +84,28 @@ def limit_blocked(job: SlurmJob) -> bool:
     return job.priority > 0 and "profile" in job.tags and job.waits_on_core_or_memory_limit
 
 
-@dataclass(frozen=True)
-class Left:
-    """What says how long a running job has left, besides its time limit: the wall seconds
-    its own progress reports give at its current speed, the typical run of its key's
-    earlier jobs (seconds at the proportional speed, and how many), and its current speed
-    (its profile's speedup at the share it holds)."""
-
-    progress_s: float | None = None
-    typical_s: float | None = None
-    typical_jobs: int = 0
-    speed: float = 1.0
-
-
 def remaining(job: SlurmJob, elapsed: float, left: Left | None) -> tuple[float, str]:
-    """The seconds a job has left at the proportional speed, and what says so: its progress
-    reports where it sends them, else its key's typical duration where it has not run past
-    it, else its time limit (what Slurm allows it, the most it can have left), else a
-    week. A requeue is worth what it saves on this time, so the requeue says which."""
-    left = left or Left()
-    if left.progress_s is not None and math.isinf(left.progress_s):
-        # It says how far it goes, not yet how fast: unknown for a round or two (no
-        # requeue is priced on its limit meanwhile).
-        return UNKNOWN_REMAINING_S, "its progress reports (too few steps yet)"
-    if left.progress_s is not None:
-        return left.progress_s * left.speed, "its progress reports"
-    done = elapsed * left.speed
-    if left.typical_s is not None and left.typical_s > done:
-        return left.typical_s - done, (f"the typical run of its key's last "
-                                       f"{left.typical_jobs} jobs")
+    """The seconds a job has left at the proportional speed, and what says so
+    (``decide.time_left``: progress reports, its key's typical run, its time limit, else a
+    week). A requeue is worth what it saves on this time, so the requeue says which."""
     limit = float(job.time_limit_s) if job.time_limit_s else None
-    if limit:
-        return max(0.0, limit - elapsed), "its time limit"
-    return UNKNOWN_REMAINING_S, "no time limit"
+    return time_left(limit, elapsed, left, UNKNOWN_REMAINING_S)
 
 
 def job_spec(job: SlurmJob, now: float, profiles: Mapping[str, Profile],
              gpu_types: frozenset[str] = frozenset({""}), left: Left | None = None
              ) -> JobSpec:
-    """The core's view of a job; its profile is the one for its key on the GPU types of the
-    nodes it may run on (``core.pick_profile``: none measured on another type); a running
-    job's time left by :func:`remaining`."""
+    """The core's view of a job (``decide.job_spec``, the model builds it alike); its
+    profile is the one for its key on the GPU types of the nodes it may run on
+    (``core.pick_profile``: none measured on another type)."""
     key = profile_key(job) or ""
     started = job.start_time if job.running and job.start_time else None
-    elapsed = max(0.0, now - started) if started else 0.0
-    limit = float(job.time_limit_s) if job.time_limit_s else None
-    rem, source = remaining(job, elapsed, left)
-    return JobSpec(job.job_id, job.gpus, submitted=float(job.submit_time),
-                   duration_s=limit or UNKNOWN_REMAINING_S, remaining_s=rem,
-                   remaining_from=source,
-                   attained_s=elapsed, profile=pick_profile(profiles, key, gpu_types),
-                   profile_key=key,
-                   user=job.user, priority=job.priority, gpus_per_node=per_node_request(job))
+    return decide_job_spec(Facts(
+        job.job_id, job.gpus, float(job.submit_time),
+        float(job.time_limit_s) if job.time_limit_s else None,
+        max(0.0, now - started) if started else 0.0, UNKNOWN_REMAINING_S,
+        profile=pick_profile(profiles, key, gpu_types), key=key, user=job.user,
+        priority=job.priority, gpus_per_node=per_node_request(job), left=left))
 
 
 def per_node_request(job: SlurmJob) -> int:

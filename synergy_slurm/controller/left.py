@@ -15,11 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..core import JobSpec, PerGpu
+from ..decide.view import Left
 from ..slurm.model import SlurmJob
 from ..userfiles import user_uid
 from ..vocabulary import MB_PER_GB
 from .actions import current_shape
-from .classify import Left, remaining, requeue_ok
+from .classify import remaining, requeue_ok
 from .state import StateStore
 from .usage import progress_left_s
 

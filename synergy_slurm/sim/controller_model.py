@@ -52,6 +52,7 @@ from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools
 from ..core.usage import UsageSample, busy_share, judge, marks_after
 from ..decide import Change, PendingView, Step, by_pool, reconcile
+from ..decide.view import Facts, Left, job_spec
 from .config import Occupancy, SlurmConfig
 from .results import JobResult, SimResult, check_capped, scheduler
 from .trace import TraceJob
@@ -473,19 +474,16 @@ class _Model:
         Slurm shows it until the release."""
         tj = run.trace
         work, debt = run.done_by(t) if run.alloc is not None else (run.work_s, run.debt_s)
-        elapsed = t - run.run_start if run.alloc is not None else 0.0
-        remaining = (work if self.cfg.progress_reports and run.alloc is not None
-                     else max(0.0, run.limit_s - elapsed) if run.limit_s < UNLIMITED_S
-                     else work + debt)
-        cap = self.caps.get((tj.model, tj.user))
-        return JobSpec(tj.job_id, tj.gpus, submitted=tj.arrival,
-                       duration_s=run.limit_s if run.limit_s < UNLIMITED_S else run.total_s,
-                       remaining_s=remaining,
-                       attained_s=max(0.0, t - run.start) if run.start is not None else 0.0,
-                       profile=run.profile, profile_key=tj.model, user=tj.user,
-                       priority=0 if run.held else tj.priority, limit=cap,
-                       gpus_per_node=tj.gpus_per_node, may_requeue=may_requeue,
-                       may_shrink=may_shrink)
+        limited = run.limit_s < UNLIMITED_S
+        return job_spec(Facts(
+            tj.job_id, tj.gpus, tj.arrival, run.limit_s if limited else None,
+            t - run.run_start if run.alloc is not None else 0.0, work + debt,
+            profile=run.profile, key=tj.model, user=tj.user,
+            priority=0 if run.held else tj.priority, gpus_per_node=tj.gpus_per_node,
+            attained_s=max(0.0, t - run.start) if run.start is not None else 0.0,
+            left=Left(progress_s=work) if self.cfg.progress_reports and run.alloc is not None
+            else None, cap=self.caps.get((tj.model, tj.user)), may_requeue=may_requeue,
+            may_shrink=may_shrink, duration_s=run.total_s))
 
     def _controller(self, t: float) -> None:
         if self.cfg.usage is not None:

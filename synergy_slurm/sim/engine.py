@@ -35,6 +35,7 @@ from ..core import (
 from ..core.allocators.tune_ref import reference_speedup
 from ..core.plan import How
 from ..core.usage import UsageSample, busy_share, judge, marks_after
+from ..decide.view import Facts, job_spec
 from .config import Occupancy, RoundsConfig, SimConfig
 from .results import JobResult, SimResult, check_capped, scheduler
 from .trace import TraceJob
@@ -64,14 +65,16 @@ class _Job:
     restarts: int = 0
 
     def spec(self, caps: Mapping[tuple[str, str], PerGpu] | None = None) -> JobSpec:
+        """The core's view (``decide.job_spec``): the paper's rounds know each job's work,
+        so its time left is that work, at the proportional speed."""
         it = self.iter_s / self.prop_tput
         total = self.trace.iterations
         cap = caps.get((self.trace.model, self.trace.user)) if caps else None
-        return JobSpec(self.trace.job_id, self.trace.gpus, submitted=self.trace.arrival,
-                       duration_s=total * it, remaining_s=(total - self.done) * it,
-                       attained_s=self.attained_s, profile=self.profile,
-                       profile_key=self.trace.model, user=self.trace.user,
-                       priority=self.trace.priority, limit=cap)
+        return job_spec(Facts(self.trace.job_id, self.trace.gpus, self.trace.arrival, None,
+                              self.attained_s, (total - self.done) * it,
+                              profile=self.profile, key=self.trace.model,
+                              user=self.trace.user, priority=self.trace.priority, cap=cap,
+                              duration_s=total * it))
 
 
 def simulate_rounds(trace: Iterable[TraceJob], profiles: Mapping[str, Profile],

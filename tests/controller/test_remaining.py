@@ -12,9 +12,10 @@ from dataclasses import replace
 import pytest
 
 from profiler.progress import TOTAL_EVERY, Progress
-from synergy_slurm.controller.classify import UNKNOWN_REMAINING_S, Left, remaining
+from synergy_slurm.controller.classify import UNKNOWN_REMAINING_S, remaining
 from synergy_slurm.controller.state import StateStore
 from synergy_slurm.controller.usage import progress_left_s, read_steps
+from synergy_slurm.decide.view import Left
 from synergy_slurm.slurm.model import NodeAlloc
 from synergy_slurm.slurm.writer import Shape
 
