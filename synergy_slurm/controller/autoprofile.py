@@ -43,9 +43,12 @@ from .state import StateStore
 
 log = logging.getLogger(__name__)
 
-# The profiling job is submitted with --export=NONE: it would otherwise inherit the
+# The profiling job is submitted with --export=NIL: it would otherwise inherit the
 # controller's environment (root's PATH, HOME, SLURM_CONF, whatever the unit set) into a
 # job that runs the user's script. What it needs is set here, from the user's passwd entry.
+# NIL, not NONE: for a job root submits with --uid, NONE makes slurmd load the user's login
+# environment (su - USER), and where that fails (a user without a usable login, as in the
+# dev cluster's roots on 26.05) Slurm requeues the job held ("user env retrieval failed").
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -56,7 +59,7 @@ def runner_script(pw: pwd.struct_passwd) -> str:
            "LOGNAME": pw.pw_name, "SHELL": pw.pw_shell or "/bin/sh", "LANG": "C.UTF-8"}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return ("#!/bin/sh\n# Written by synergy-controller: runs the profiler given as "
-            f"arguments, in a clean environment (--export=NONE).\nexport {exports}\n"
+            f"arguments, in a clean environment (--export=NIL).\nexport {exports}\n"
             'exec "$@"\n')
 
 
@@ -167,7 +170,7 @@ class AutoProfiler:
             return self._fail_submit(ev, now, f"cannot prepare {spool}: {exc}")
         args = [*profiling_job_options(key, gpus, self.p.budget_s, max(1, max_cpus // gpus),
                                        gpu_type),
-                "--nodes=1", "--no-requeue", "--export=NONE", f"--chdir={spool}",
+                "--nodes=1", "--no-requeue", "--export=NIL", f"--chdir={spool}",
                 f"--output={spool}/slurm.out",
                 f"--partition={self.p.partition or job.partition}"]
         if self.p.account:

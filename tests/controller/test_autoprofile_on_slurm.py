@@ -117,7 +117,7 @@ def test_unknown_key_is_profiled_as_the_user_and_then_used(env, user_dir, paper_
 def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir,
                                                                   monkeypatch):
     """Also (issue 43, item 10): the profiling job's environment is clean, the user's
-    passwd entry's, nothing of the controller's (--export=NONE)."""
+    passwd entry's, nothing of the controller's (--export=NIL)."""
     monkeypatch.setenv("SYNERGY_T_CONTROLLER_ONLY", "leaked")
     cfg = load(env)
     cfg = type(cfg)(**{**cfg.__dict__, "profiling": type(cfg.profiling)(

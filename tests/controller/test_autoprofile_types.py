@@ -103,7 +103,7 @@ def test_a_stale_profile_is_profiled_again_once(paper_profiles, spool):
 def test_the_profiling_job_gets_a_clean_environment(paper_profiles, spool, monkeypatch):
     """Issue 43, item 10: the profiling job runs the user's script; submitted with
     sbatch's default --export=ALL it inherited the controller's (root's) environment.
-    Now --export=NONE, and the runner sets what the job needs from the user's passwd
+    Now --export=NIL, and the runner sets what the job needs from the user's passwd
     entry, nothing from the controller's environment."""
     import pwd
 
@@ -111,7 +111,7 @@ def test_the_profiling_job_gets_a_clean_environment(paper_profiles, spool, monke
     ap, writer = profiler(spool, "enforce")
     [ev] = ap.round(Snapshot((), (), (), "26.05.5"), [job(1, "a100")], {}, types_of,
                     now=100.0)
-    assert ev.what == "submitted" and "--export=NONE" in writer.submitted[0]
+    assert ev.what == "submitted" and "--export=NIL" in writer.submitted[0]
     runner = (spool / "k-a100-1" / "run.sh").read_text()
     pw = pwd.getpwnam(USER)
     assert f"HOME={pw.pw_dir}" in runner and f"USER={pw.pw_name}" in runner
