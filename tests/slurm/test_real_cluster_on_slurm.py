@@ -138,6 +138,13 @@ def test_a_lowering_slurm_reads_back_and_then_ignores_is_caught_when_the_job_sta
     from synergy_slurm.slurm.release import Release
 
     reader = SlurmReader(slurm_cli)
+    release = Release.parse(reader.snapshot().version)
+    if not release.lowers_pending and release.at_least(23, 2):
+        # Seen on 24.11.5: the lowered job then stays pending (Resources) with a node free;
+        # the controller never lowers a job Slurm has evaluated there (lowers_pending is
+        # for 26.05 on; before it only held jobs are shaped), so nothing is left to watch.
+        pytest.skip(f"Slurm {release}: a lowered evaluated job does not start; the "
+                    "controller does not lower one on this release")
     # Fill every node so that the next job waits for resources (evaluated, not held).
     filler = [submit(slurm_cli, "sleep 300", "--gpus=8", "--cpus-per-gpu=3",
                      "--mem-per-gpu=1000", tmp=tmp_path) for _ in range(4)]
