@@ -100,7 +100,10 @@ def node_record(d: Mapping[str, Any]) -> dict[str, Any]:
             "gres_used": ",".join(d.get("gres_used") or []),
             "state": [s for s in state.split("+") if s],
             "alloc_cpus": d.get("alloc_cpus") or 0, "alloc_memory": d.get("alloc_mem") or 0,
-            "partitions": list(d.get("partitions") or [])}
+            "partitions": list(d.get("partitions") or []),
+            # Its load (hundredths, as the JSON has it) and host: the closed loop's view of
+            # a contended node.
+            "cpu_load": d.get("cpu_load"), "hostname": d.get("node_hostname") or ""}
 
 
 def meta(release: str) -> dict[str, Any]:

@@ -60,6 +60,7 @@ def submit_as_user(env, work: Path, key: str, body: str, *extra: str) -> int:
     return int(res.stdout.strip())
 
 
+@pytest.mark.timing      # it measures an emulated job's throughput: alone, as timing tests run
 def test_unknown_key_is_profiled_as_the_user_and_then_used(env, user_dir, paper_profiles):
     emulate = (f"exec {sys.executable} -m synergy_slurm.emulate --profiles "
                f"{user_dir / 'profiles.json'} --model res18 --iterations 100000 "
