@@ -25,6 +25,9 @@ def emulated(profiles_path, model: str, scale: float, iterations: int = 100000) 
             "--iterations", str(iterations), "--scale", str(scale)]
 
 
+# It measures emulated jobs' throughput on the CPUs: alone, with the timing tests (beside
+# the release passes the search once stopped after one point).
+@pytest.mark.timing
 @pytest.mark.parametrize("model", ["alexnet", "res50", "gnmt"])
 def test_search_recovers_the_true_curve(tmp_path, profiles_path, paper_profiles, model):
     db = tmp_path / "p.db"
