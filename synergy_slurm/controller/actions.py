@@ -88,7 +88,7 @@ def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
         if alloc is None:
             continue
         before = current_shape(job, fair)
-        view = PendingView(job.held_by_synergy, _share(before), job.cpus_per_gpu is not None,
+        view = PendingView(job.held_by_synergy, share_of(before), job.cpus_per_gpu is not None,
                            job.job_id in unknown)
         got = reconcile(view, alloc.share, can_lower)
         if got is None:
@@ -103,5 +103,6 @@ def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
     return out
 
 
-def _share(shape: Shape) -> PerGpu:
+def share_of(shape: Shape) -> PerGpu:
+    """A shape as the core's per-GPU share (cores, GB)."""
     return PerGpu(shape.cpus_per_gpu, shape.mem_per_gpu_mb / MB_PER_GB)

@@ -191,14 +191,8 @@ class Controller:
         self.state = state or StateStore(c.state_db)
         self.audit = audit or AuditLog(c.audit_log)
         self.metrics = metrics or Metrics()
-        self.policy = get_policy(c.policy)
-        self.allocator = get_allocator(c.allocator)
-        self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,
-                                        c.requeue_budget)
-        self.usage_rule = rule_of(cfg.usage)
-        self.optout = frozenset(cfg.hook.optout_users)
         self.clock = clock
-        self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
+        self._derive(cfg)
         self.heartbeat = Heartbeat(table_path(cfg.hook), clock=clock)
         self.metrics.config(self.mode, c.interval_s, cfg.hook.max_age_s)
         self.metrics.watch_table(table_path(cfg.hook), clock)
@@ -286,13 +280,10 @@ class Controller:
                  *before, f"; needs a restart to change: {', '.join(kept)}" if kept else "")
         return True
 
-    def _run_by(self, cfg: Config) -> None:
-        """Run by ``cfg`` from the next round on (see :meth:`reload`)."""
-        old, c = self.cfg, cfg.controller
-        self.cfg = cfg
-        was = self.mode
-        self.mode = self._mode_override or c.mode
-        self.writer.enforce = self.mode == "enforce"
+    def _derive(self, cfg: Config) -> None:
+        """What the daemon builds from its configuration, at start and on each reload: the
+        policy, the allocator, the requeue and usage rules, the opt-outs, the profiler."""
+        c = cfg.controller
         self.policy = get_policy(c.policy)
         self.allocator = get_allocator(c.allocator)
         self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,
@@ -300,6 +291,15 @@ class Controller:
         self.usage_rule = rule_of(cfg.usage)
         self.optout = frozenset(cfg.hook.optout_users)
         self.autoprofiler = AutoProfiler(cfg, self.writer, self.state, self.mode)
+
+    def _run_by(self, cfg: Config) -> None:
+        """Run by ``cfg`` from the next round on (see :meth:`reload`)."""
+        old, c = self.cfg, cfg.controller
+        self.cfg = cfg
+        was = self.mode
+        self.mode = self._mode_override or c.mode
+        self.writer.enforce = self.mode == "enforce"
+        self._derive(cfg)
         if cfg.profiles.file != old.profiles.file:
             self._profiles = {}
         self._profiles_stamp = None          # the profiles file is read again

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..core import JobSpec, PerGpu
+from ..core.demand import speedup_of
 from ..decide.view import Left
 from ..slurm.model import SlurmJob
 from ..userfiles import user_uid
-from ..vocabulary import MB_PER_GB
-from .actions import current_shape
+from .actions import current_shape, share_of
 from .classify import remaining, requeue_ok
 from .state import StateStore
 from .usage import progress_left_s
@@ -38,10 +38,7 @@ class Run:
 
 def speed_now(job: SlurmJob, spec: JobSpec, fair: PerGpu) -> float:
     """The job's speedup over proportional at the share it holds (1 without a profile)."""
-    if spec.profile is None:
-        return 1.0
-    cur = current_shape(job, fair)
-    return spec.profile.speedup(PerGpu(cur.cpus_per_gpu, cur.mem_per_gpu_mb / MB_PER_GB), fair)
+    return speedup_of(spec, share_of(current_shape(job, fair)), fair)
 
 
 def with_left(job: SlurmJob, spec: JobSpec, fair: PerGpu, progress_dir: str,
