@@ -161,7 +161,9 @@ def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
     profiles = load_profiles(profiles_path)
     site = load_site(args.cluster) if args.cluster else DEFAULT_SITE
     jobs = mix(profiles, args.jobs, args.seed, site)
-    spec = local_spec(Path("/tmp/synergy-bench-whatif"), port=18417, hook=True,
+    # --slot N: a cluster of its own (state directory, ports) so runs can go side by side.
+    spec = local_spec(Path(f"/tmp/synergy-bench-whatif{args.slot or ''}"),
+                      port=18417 + 1000 * args.slot, hook=True,
                       slurm=args.slurm, binds=(str(SHARED),), accounting=True,
                       site=site if args.cluster else None)
     work = Path(tempfile.mkdtemp(prefix="synergy-whatif-"))
@@ -234,6 +236,8 @@ def main() -> int:
     ap.add_argument("--slurm", default="system", choices=RELEASES)
     ap.add_argument("--cluster", default="", help="a cluster description (e.g. mixed)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--slot", type=int, default=0, choices=range(4),
+                    help="run beside another run of this benchmark on a cluster of its own")
     ap.add_argument("--out", type=Path, default=Path("/tmp/synergy-e2e-whatif"))
     ap.add_argument("--replay-only", action="store_true",
                     help="compare again from the exports a previous run saved in --out")
