@@ -115,7 +115,7 @@ class Site:
         wanted = set(self.partition_nodes(part)) if partition is not None else None
         servers = tuple(Server(n, Resources(k.gpus, k.cpus, k.mem_gb))
                         for n, k in self.nodes if wanted is None or n in wanted)
-        return ClusterState(servers, fair_share=PerGpu(part.def_cpu_per_gpu,
+        return ClusterState(servers, fair=PerGpu(part.def_cpu_per_gpu,
                                                        part.def_mem_gb_per_gpu))
 
     def pools(self) -> tuple[Pool, ...]:
@@ -128,7 +128,7 @@ class Site:
             cluster = ClusterState(tuple(Server(n, Resources(kinds[n].gpus, kinds[n].cpus,
                                                              kinds[n].mem_gb))
                                          for n in names),
-                                   fair_share=PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu))
+                                   fair=PerGpu(p.def_cpu_per_gpu, p.def_mem_gb_per_gpu))
             out.append(Pool(p.name, cluster, {n: kinds[n].gpu_type or None for n in names}))
         return tuple(out)
 

@@ -14,7 +14,7 @@ import click
 
 from ..config import MODES
 from ..controller.daemon import Controller, RoundResult
-from ..controller.replay import replay
+from ..controller.snapshot_round import plan_on_snapshot
 from ..controller.state import StateStore
 from ..controller.status import StatusSource, explain_job, select, status_lines
 from ..controller.views import read_view, view_dir
@@ -160,7 +160,7 @@ def replay_cmd(config_path, fmt, directory: Path) -> None:
     """
     cfg = config_or_exit(config_path)
     saved = recording.load(directory)
-    run = replay(cfg, saved.reader, saved.taken_at)
+    run = plan_on_snapshot(cfg, saved.reader, saved.taken_at)
     if fmt == "json":
         click.echo(json.dumps({"actions": [a.as_dict() for a in run.result.actions],
                                "slurm_changes": [_change(c) for c in run.calls],

@@ -4,7 +4,7 @@ A round is five steps over one :class:`RoundContext`: observe (one batched read 
 the profiles, the pools) -> classify (which jobs are synergy's) -> plan (the core, with the
 configured policy and allocator, reconciled into the fewest actions that make Slurm match
 the plan) -> act (through the writer, which refuses unless enforcing; each action ends as a
-typed :class:`Outcome`) -> record (SQLite, audit log, metrics). Between classify and plan,
+typed :class:`ActionOutcome`) -> record (SQLite, audit log, metrics). Between classify and plan,
 side steps run in one isolation wrapper (:meth:`Controller._side_step`): watching usage,
 writing the hook table, automatic profiling; a failure there is logged and counted, never
 the end of the round. What this Slurm allows is worked out once (:mod:`.capabilities`).
@@ -84,11 +84,11 @@ from .classify import (
 from .failsafe import release_held
 from .heartbeat import Heartbeat
 from .left import Run, note_runs, runs, with_left
-from .limits import Usage, held, job_limits
+from .limits import Usage, job_limits, occupied
 from .lowered import LoweredWatch
 from .metrics import Metrics
 from .observe import pools
-from .outcome import Outcome, Result
+from .outcome import ActionOutcome, Result
 from .requeue import requeue_actions, running_jobs, shrink_actions
 from .state import StateStore
 from .tagwatch import TagWatch
@@ -126,7 +126,7 @@ class TableElsewhere(SynergyError):
 class RoundResult:
     round_id: int
     actions: list[Action]
-    results: dict[int, Outcome]
+    results: dict[int, ActionOutcome]
     errors: int
     duration_s: float
     managed: int
@@ -152,7 +152,7 @@ class RoundContext:
     events: list[ProfilingEvent] = field(default_factory=list)
     plan: Plan | None = None
     actions: list[Action] = field(default_factory=list)
-    results: dict[int, Outcome] = field(default_factory=dict)
+    results: dict[int, ActionOutcome] = field(default_factory=dict)
     errors: int = 0
 
 
@@ -618,7 +618,7 @@ class Controller:
         subjects: dict[int, tuple[SlurmJob, Usage]] = {}
         fairs: dict[int, PerGpu] = {}
         for pool, _, mine in groups:
-            fair = pool.cluster.fair_share
+            fair = pool.cluster.fair
             if fair is None or not pool.cluster.servers:
                 continue
             for j in mine:
@@ -626,7 +626,7 @@ class Controller:
                     subjects[j.job_id] = (j, Usage(fair.cpus * j.gpus,
                                                    fair.mem_gb * j.gpus * MB_PER_GB))
                 elif j.running and requeue_ok(j):
-                    subjects[j.job_id] = (j, held(j))
+                    subjects[j.job_id] = (j, occupied(j))
                 else:
                     continue
                 fairs[j.job_id] = fair
@@ -721,7 +721,7 @@ class Controller:
                  "after": {"cpus_per_gpu": ig.asked.cpus_per_gpu,
                            "mem_per_gpu_mb": ig.asked.mem_per_gpu_mb},
                  "reason": ig.why}
-            outcome = str(Outcome(Result.IGNORED, f"runs with {ig.held_cpus} cores"))
+            outcome = str(ActionOutcome(Result.IGNORED, f"runs with {ig.held_cpus} cores"))
             self.state.record_action(ctx.rid, d, ig.job.user, outcome)
             self.audit.write(ctx.rid, self.mode, d, ig.job.user, outcome)
 
@@ -730,9 +730,9 @@ class Controller:
         jobs = {j.job_id: j for j in ctx.snap.jobs}
         for a in ctx.actions:
             if not a.mutating:
-                outcome = Outcome(Result.NOT_SENT)
+                outcome = ActionOutcome(Result.NOT_SENT)
             elif self.mode != "enforce":
-                outcome = Outcome(Result.PLANNED)
+                outcome = ActionOutcome(Result.PLANNED)
             else:
                 if a.kind in (RELEASE, SHAPE_RELEASE):
                     self._releasing.setdefault(a.job_id, ctx.now)
@@ -748,10 +748,10 @@ class Controller:
             self.state.record_action(ctx.rid, d, a.user, str(outcome))
             self.audit.write(ctx.rid, self.mode, d, a.user, str(outcome))
 
-    def _apply(self, a: Action, job: SlurmJob) -> Outcome:
+    def _apply(self, a: Action, job: SlurmJob) -> ActionOutcome:
         after = a.after
         if after is None and a.kind != RELEASE:
-            return Outcome(Result.ERROR, f"a {a.kind} action without a shape")
+            return ActionOutcome(Result.ERROR, f"a {a.kind} action without a shape")
         try:
             if a.kind == RELEASE or after is None:
                 self.writer.release_own(job)
@@ -774,11 +774,11 @@ class Controller:
                     # This job can never be lowered; a passing failure is tried again.
                     self._shrink_refused.add(job.job_id)
                     raise
-            return Outcome(Result.DONE)
+            return ActionOutcome(Result.DONE)
         except ChangeIgnored as exc:
-            return Outcome(Result.IGNORED, str(exc))
+            return ActionOutcome(Result.IGNORED, str(exc))
         except (SlurmError, Unsupported, NotEnforcing, ValueError) as exc:
-            return Outcome(Result.ERROR, str(exc))
+            return ActionOutcome(Result.ERROR, str(exc))
 
     # -- record -----------------------------------------------------------------------------
     def _record(self, ctx: RoundContext) -> RoundResult:

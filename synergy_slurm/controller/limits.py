@@ -41,8 +41,8 @@ class Usage:
     mem_mb: float
 
 
-def held(job: SlurmJob) -> Usage:
-    """What a running job holds: its allocation, else its request."""
+def occupied(job: SlurmJob) -> Usage:
+    """What a running job occupies: its allocation, else its request (not a Slurm hold)."""
     if job.alloc:
         return Usage(sum(a.cpus for a in job.alloc), sum(a.mem_mb for a in job.alloc))
     mem = (job.mem_per_gpu_mb or 0) * job.gpus or (job.mem_per_node_mb or 0) * job.num_nodes
@@ -66,7 +66,7 @@ def job_limits(subjects: dict[int, tuple[SlurmJob, Usage]], running: Iterable[Sl
         direct[jid].extend(_per_job(job, limits))
     used: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for job in others:
-        u = held(job)
+        u = occupied(job)
         for key, _ in _scopes(job, limits):
             if key in scoped:
                 used[key][0] += u.cpus

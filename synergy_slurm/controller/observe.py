@@ -55,10 +55,10 @@ def _pool_cluster(snap: Snapshot, part: SlurmPartition) -> ClusterState:
                          min(node.alloc_mem_mb, mem_mb) / MB_PER_GB)
         if used != Resources():
             reserved.append((node.name, used))
-    fair = None
     if part.def_cpu_per_gpu and part.def_mem_per_gpu_mb:
         fair = PerGpu(part.def_cpu_per_gpu, part.def_mem_per_gpu_mb / MB_PER_GB)
-    return ClusterState(tuple(servers), tuple(reserved), fair)
+        return ClusterState(tuple(servers), tuple(reserved), fair)
+    return ClusterState(tuple(servers), tuple(reserved))     # worked out from the nodes
 
 
 def cluster_state(snap: Snapshot, cfg: Config) -> ClusterState:

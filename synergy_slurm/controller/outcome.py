@@ -24,7 +24,7 @@ class Result(StrEnum):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ActionOutcome:
     result: Result
     detail: str = ""
 

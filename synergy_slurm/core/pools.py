@@ -49,7 +49,7 @@ class Pool:
         names = {n for n, t in self.gpu_types.items() if t == gpu_type}
         return ClusterState(tuple(s for s in self.cluster.servers if s.name in names),
                             tuple(r for r in self.cluster.reserved if r[0] in names),
-                            self.cluster.fair_share)
+                            self.cluster.fair)
 
     def server_names(self, gpu_type: str | None = None) -> frozenset[str]:
         return frozenset(s.name for s in self.of_type(gpu_type).servers)
@@ -60,7 +60,7 @@ class Pool:
         names = {s.name for s in self.cluster.servers}
         return replace(self, cluster=ClusterState(
             self.cluster.servers, tuple(r for r in reserved if r[0] in names),
-            self.cluster.fair_share))
+            self.cluster.fair))
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def also_reserved(cluster: ClusterState, taken: Mapping[str, Resources]) -> Clus
     extra = tuple((n, r) for n, r in taken.items() if n in names and r != Resources())
     if not extra:
         return cluster
-    return ClusterState(cluster.servers, cluster.reserved + extra, cluster.fair_share)
+    return ClusterState(cluster.servers, cluster.reserved + extra, cluster.fair)
 
 
 def merged(found: Sequence[Pool]) -> ClusterState:
@@ -161,7 +161,7 @@ def merged(found: Sequence[Pool]) -> ClusterState:
                 min(s.capacity.mem_gb, old.capacity.mem_gb)))
         for name, used in pool.cluster.reserved:
             reserved.setdefault(name, used)
-    fair = next((p.cluster.fair_share for p in found if p.cluster.fair_share), None)
     names = sorted(servers)
-    return ClusterState(tuple(servers[n] for n in names),
-                        tuple((n, reserved[n]) for n in names if n in reserved), fair)
+    placed = (tuple(servers[n] for n in names),
+              tuple((n, reserved[n]) for n in names if n in reserved))
+    return ClusterState(*placed, found[0].cluster.fair) if found else ClusterState(*placed)

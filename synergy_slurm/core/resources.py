@@ -58,31 +58,30 @@ class PerGpu:
         return PerGpu(min(self.cpus, other.cpus), min(self.mem_gb, other.mem_gb))
 
 
+# ClusterState's fair share when none is given: worked out from its servers.
+_FROM_SERVERS = PerGpu(-1, -1.0)
+
+
 @dataclass(frozen=True)
 class ClusterState:
     """The servers a plan may use and what is already taken on each.
 
     ``reserved`` holds, per server name, resources the plan must not touch (jobs synergy
-    does not manage, running jobs that may not be moved). ``fair_share`` is the
-    GPU-proportional share per GPU; by default the smallest per-GPU share of any server, so
-    that a proportional GPU fits on every server.
+    does not manage, running jobs that may not be moved). ``fair`` is the GPU-proportional
+    share per GPU (what the partition's DefCpuPerGPU/DefMemPerGPU give); by default the
+    smallest per-GPU share of any server, so that a proportional GPU fits on every server.
     """
 
     servers: tuple[Server, ...]
     reserved: tuple[tuple[str, Resources], ...] = ()
-    fair_share: PerGpu | None = field(default=None)
+    fair: PerGpu = field(default_factory=lambda: _FROM_SERVERS)
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.servers]
         if len(set(names)) != len(names):
             raise ValueError("server names must be unique")
-        if self.fair_share is None:
-            object.__setattr__(self, "fair_share", default_fair_share(self.servers))
-
-    @property
-    def fair(self) -> PerGpu:
-        assert self.fair_share is not None
-        return self.fair_share
+        if self.fair is _FROM_SERVERS:
+            object.__setattr__(self, "fair", default_fair_share(self.servers))
 
     def free(self) -> list[Resources]:
         """Per server (in order), capacity minus reservations, never negative."""

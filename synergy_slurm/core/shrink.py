@@ -74,4 +74,4 @@ def after_shrinks(cluster: ClusterState, shrinks: Sequence[Shrink]) -> ClusterSt
     if not shrinks:
         return cluster
     back = tuple((name, Resources(0, 0, -r.mem_gb)) for s in shrinks for name, r in s.freed)
-    return ClusterState(cluster.servers, cluster.reserved + back, cluster.fair_share)
+    return ClusterState(cluster.servers, cluster.reserved + back, cluster.fair)

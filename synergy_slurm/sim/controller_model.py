@@ -169,7 +169,7 @@ class _Model:
         self._ends: list[tuple[float, int]] = []  # (end, job) of running jobs (some stale)
         self.running: dict[int, _Run] = {}
         self.seen: list[_Run] = []
-        self.held_bg: list[tuple[float, str, Resources]] = []   # (end, server, resources)
+        self.occupied_bg: list[tuple[float, str, Resources]] = []   # (end, server, resources)
         # What running jobs (``jobs``) and background (``bg``) hold per server, kept as
         # they start and end: the cluster Slurm sees, without a sum over every job.
         self.jobs_used: dict[str, Resources] = {}
@@ -252,17 +252,17 @@ class _Model:
     def _background(self, t: float, inputs: _Inputs) -> bool:
         """Release the background load whose end is due (an event) and take what starts."""
         event = False
-        if self.held_bg and min(e for e, _, _ in self.held_bg) <= t:
-            for end, server, res in self.held_bg:
+        if self.occupied_bg and min(e for e, _, _ in self.occupied_bg) <= t:
+            for end, server, res in self.occupied_bg:
                 if end <= t:
                     _add(self.bg_used, server, res, -1)
-            self.held_bg = [b for b in self.held_bg if b[0] > t]
+            self.occupied_bg = [b for b in self.occupied_bg if b[0] > t]
             event = True
         while inputs.bg_next < len(inputs.background) and \
                 inputs.background[inputs.bg_next].start <= t:
             o = inputs.background[inputs.bg_next]
             if o.end > t:
-                self.held_bg.append((o.end, o.server, o.resources))
+                self.occupied_bg.append((o.end, o.server, o.resources))
                 _add(self.bg_used, o.server, o.resources, 1)
             inputs.bg_next += 1
         return event
@@ -292,7 +292,7 @@ class _Model:
         """Nothing runs, nothing will come or be released, and what waits did not start
         on the empty cluster: the run is over (those jobs never run)."""
         if self.running or inputs.upcoming is not None or inputs.background_left() or \
-                self.held_bg or any(r.held or r.eligible_at > t
+                self.occupied_bg or any(r.held or r.eligible_at > t
                                     for r in self.waiting.values()):
             return False
         return bool(self.waiting)
@@ -307,7 +307,7 @@ class _Model:
             soon.append(inputs.upcoming.arrival)
         if inputs.background_left():
             soon.append(inputs.background[inputs.bg_next].start)
-        soon += [e for e, _, _ in self.held_bg]
+        soon += [e for e, _, _ in self.occupied_bg]
         if self._soon:
             soon.append(self._soon[0][0])
         if self._pass_due and self.visible:
@@ -463,7 +463,7 @@ class _Model:
         out = [Busy(name, r.alloc.share.times(n), r.run_start + r.limit_s)
                for r in self.running.values() if r.alloc is not None
                for name, n in r.alloc.placement]
-        return out + [Busy(server, res, end) for end, server, res in self.held_bg]
+        return out + [Busy(server, res, end) for end, server, res in self.occupied_bg]
 
     # -- the controller ----------------------------------------------------------------
     def _spec(self, run: _Run, t: float, may_requeue: bool = False,

@@ -254,7 +254,7 @@ class _Background:
         if not self.running:
             return self.cluster
         return ClusterState(self.cluster.servers, self.cluster.reserved + tuple(
-            (o.server, o.resources) for o in self.running), self.cluster.fair_share)
+            (o.server, o.resources) for o in self.running), self.cluster.fair)
 
 
 def iter_seconds(profile: Profile) -> float:

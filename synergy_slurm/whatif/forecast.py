@@ -33,7 +33,7 @@ from ..sim.jobsets import CLASSES
 from ..slurm.sacct import HistoryJob
 from ..slurm.sacct_usage import JobUsage
 from ..vocabulary import MB_PER_GB
-from .history import Replay
+from .history import ReplayInput
 from .infer import MIN_ELAPSED_S, candidates, key_of
 
 # Where a replayed job's profile came from when it is a stored one the controller would use.
@@ -155,7 +155,7 @@ class UsedGuess:
         return self._made[name], "measured use"
 
 
-def suspect_caps(replay: Replay, usage: Mapping[int, JobUsage], pools: Sequence[Pool],
+def suspect_caps(replay: ReplayInput, usage: Mapping[int, JobUsage], pools: Sequence[Pool],
                  rule: UsageRule) -> dict[tuple[str, str], PerGpu]:
     """What the controller's closed loop would have marked suspect from this history: per
     (profile, user), the cap on later jobs where jobs that ran with a stored profile (a

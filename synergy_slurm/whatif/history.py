@@ -135,7 +135,7 @@ class Rule:
 
 
 @dataclass
-class Replay:
+class ReplayInput:
     """A history made replayable: the trace (ids are the Slurm job ids), the jobs behind
     it, how each got its profile (and the profiles its trace names, by slot), the
     background, what was left out and why, and how many of the GPU jobs synergy's hook had
@@ -164,7 +164,7 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
                  pools: Sequence[Pool], rules: Sequence[Rule] = (),
                  guess: Guess | None = None, export_time: float | None = None,
                  startup_s: float = 0.0, default_limit_s: float = 0.0,
-                 owners: Mapping[str, str] | None = None, trust: str = "all") -> Replay:
+                 owners: Mapping[str, str] | None = None, trust: str = "all") -> ReplayInput:
     """The replay of ``history`` (every job with GPUs that started; the rest counted) on
     ``pools`` (the replayed cluster's partitions; a job of a partition it lacks is replayed
     in the first). ``guess``: a forecast's say on each job's profile (unknown jobs stay
@@ -184,7 +184,7 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
     t0 = min((j.submit for j in started if j.gpus > 0), default=min(times))
     servers = [s.name for p in pools for s in p.cluster.servers]
     by_name = {p.partition: p for p in pools}
-    out = Replay(t0, [], {}, {}, [], end=end)
+    out = ReplayInput(t0, [], {}, {}, [], end=end)
     if len(history) < n_records:
         out.notes["records of earlier runs of requeued jobs: only the last run is "
                   "replayed, from the first submission"] += n_records - len(history)

@@ -32,7 +32,7 @@ from ..slurm.sacct import HistoryJob, parse_history, read_history
 from ..slurm.sacct_usage import UsageRead, parse_usage
 from . import forecast, report
 from . import replay as replay_mod
-from .history import HistoryError, MixGuess, Replay, Rule, build_replay
+from .history import HistoryError, MixGuess, ReplayInput, Rule, build_replay
 
 
 class OptionError(HistoryError):
@@ -95,8 +95,8 @@ class Parsed:
 class Built:
     """The synergy replay (the expected forecast), the others beside it (guaranteed, and
     optimistic with a mix) and the closed loop's caps."""
-    replay: Replay
-    forecasts: dict[str, Replay]
+    replay: ReplayInput
+    forecasts: dict[str, ReplayInput]
     caps: dict[tuple[str, str], PerGpu]
 
 
@@ -104,7 +104,7 @@ class Built:
 class Result:
     """The report's document, and what its HTML form plots."""
     doc: dict[str, Any]
-    outcome: replay_mod.Outcome
+    outcome: replay_mod.Replays
     used: UsageRead
 
 
@@ -218,7 +218,7 @@ def build(req: Request, parsed: Parsed, inputs: Inputs, export_time: float | Non
     return Built(rp, built, _caps(rp, used, inputs.pools, req.usage_rule))
 
 
-def _note_future(rp: Replay, history: list[HistoryJob]) -> None:
+def _note_future(rp: ReplayInput, history: list[HistoryJob]) -> None:
     future = [j for j in history if j.submit > time.time() + 86400]
     if future:
         # No window bounds a saved export: a clock set wrong shows only against today.
@@ -227,7 +227,7 @@ def _note_future(rp: Replay, history: list[HistoryJob]) -> None:
             len(future)
 
 
-def _caps(rp: Replay, used: UsageRead, pools: tuple[Pool, ...], rule: UsageRule | None
+def _caps(rp: ReplayInput, used: UsageRead, pools: tuple[Pool, ...], rule: UsageRule | None
           ) -> dict[tuple[str, str], PerGpu]:
     """The closed loop's caps the controller would hold, each noted on the replay."""
     caps = forecast.suspect_caps(rp, used.jobs, pools, rule) if rule is not None else {}
@@ -240,7 +240,7 @@ def _caps(rp: Replay, used: UsageRead, pools: tuple[Pool, ...], rule: UsageRule 
 
 
 def replay_all(built: Built, inputs: Inputs, allocator: str,
-               on_progress: Callable[[float], None] | None = None) -> replay_mod.Outcome:
+               on_progress: Callable[[float], None] | None = None) -> replay_mod.Replays:
     """Every replay (plain, synergy, the forecasts); ``on_progress`` hears the share done."""
     rp = built.replay
     span = max(1.0, max((t.arrival for t in rp.trace), default=1.0))
@@ -256,7 +256,7 @@ def replay_all(built: Built, inputs: Inputs, allocator: str,
 
 
 def document(req: Request, inputs: Inputs, source: str, parsed: Parsed, built: Built,
-             outcome: replay_mod.Outcome) -> dict[str, Any]:
+             outcome: replay_mod.Replays) -> dict[str, Any]:
     """The report's document (report.as_text and report.write_html show it)."""
     cluster = merged(inputs.pools)
     rp, release = built.replay, inputs.release

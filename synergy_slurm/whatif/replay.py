@@ -26,7 +26,7 @@ from ..sim.config import slurm_config
 from ..sim.results import JobResult, SimResult
 from ..sim.simulate import simulate
 from ..vocabulary import MB_PER_GB
-from .history import HistoryError, Replay
+from .history import HistoryError, ReplayInput
 
 GROUPS = ("partition", "account")
 # The controller's default settings (a replay that is given none).
@@ -80,7 +80,7 @@ def stats(times: Sequence[Times]) -> Stats:
 
 
 @dataclass
-class Outcome:
+class Replays:
     """What each of the three (actual, plain, synergy) did with the jobs, and the
     forecasts' replays (by name, whatif/forecast.py)."""
 
@@ -106,12 +106,12 @@ def _times(j: JobResult) -> Times:
 PARALLEL_FROM = 5000
 
 
-def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
+def run(replay: ReplayInput, profiles: Mapping[str, Profile], cluster: ClusterState,
         pools: Sequence[Pool], allocator: str = "tune",
         ctl: ControllerSettings = DEFAULT_SETTINGS,
         on_round: Callable[[str, float], None] | None = None,
-        forecasts: Mapping[str, Replay] | None = None,
-        caps: Mapping[tuple[str, str], PerGpu] | None = None) -> Outcome:
+        forecasts: Mapping[str, ReplayInput] | None = None,
+        caps: Mapping[tuple[str, str], PerGpu] | None = None) -> Replays:
     """The plain and the synergy replay of ``replay`` on ``cluster`` (its ``pools``), and
     the synergy replay of each of ``forecasts`` (the same history, other profiles). In the
     synergy replays, running jobs that opted in (``synergy:requeue-ok``) are requeued into
@@ -151,10 +151,10 @@ def run(replay: Replay, profiles: Mapping[str, Profile], cluster: ClusterState,
             cb = (lambda now, _done, n=name: on_round(n, now)) if on_round else None
             results[name] = simulate(trace, profs, cfg, on_round=cb)
     extra = {n: r for n, r in results.items() if n not in ("plain", "synergy")}
-    return Outcome(actual, results["plain"], results["synergy"], extra)
+    return Replays(actual, results["plain"], results["synergy"], extra)
 
 
-def replay_policy(replay: Replay) -> str:
+def replay_policy(replay: ReplayInput) -> str:
     """``slurm`` (the priorities the history recorded, ties by arrival) where every job
     has one, else ``fifo`` (arrival order): a history with only some priorities, or none,
     cannot be ordered by them."""
@@ -178,7 +178,7 @@ def utilisation(result: SimResult) -> dict[str, float]:
     return {"gpu": round(float(g), 4), "cpu": round(float(c), 4), "mem": round(float(m), 4)}
 
 
-def actual_utilisation(replay: Replay, cluster: ClusterState) -> dict[str, float]:
+def actual_utilisation(replay: ReplayInput, cluster: ClusterState) -> dict[str, float]:
     """What the history's GPU jobs held, from the first submission to the last end, as a
     share of the cluster."""
     total = cluster.total
@@ -196,7 +196,7 @@ def actual_utilisation(replay: Replay, cluster: ClusterState) -> dict[str, float
             "mem": round(m / span / total.mem_gb, 4)}
 
 
-def fidelity(outcome: Outcome, of: str) -> dict[str, float | str]:
+def fidelity(outcome: Replays, of: str) -> dict[str, float | str]:
     """Relative error of the replay of what ran (``of``: plain or synergy) against what
     really happened."""
     a = stats(list(outcome.actual.values()))
@@ -211,7 +211,7 @@ def _err(truth: float, got: float) -> float:
     return round((got - truth) / truth, 4) if truth else float("nan")
 
 
-def grouped(outcome: Outcome, replay: Replay, group: str) -> dict[str, dict[str, Stats]]:
+def grouped(outcome: Replays, replay: ReplayInput, group: str) -> dict[str, dict[str, Stats]]:
     """Per value of ``group`` (partition, account, or ``size``: GPUs in bands): the three
     runs' statistics."""
     ids: dict[str, list[int]] = {}

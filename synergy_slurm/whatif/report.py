@@ -19,12 +19,12 @@ from ..decide import ControllerSettings
 from ..slurm.sacct import HistoryJob
 from ..slurm.sacct_usage import UsageRead
 from . import forecast, summary
-from .history import Replay
+from .history import ReplayInput
 from .infer import infer_class
 from .replay import (
     GROUPS,
     RUNS,
-    Outcome,
+    Replays,
     actual_utilisation,
     fidelity,
     grouped,
@@ -47,7 +47,7 @@ ROWS = (("jobs", "jobs"), ("unfinished", "unfinished"), ("mean wait (h)", "wait_
         ("p99 JCT (h)", "jct_p99_h"), ("makespan (h)", "makespan_h"))
 
 
-def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[Pool],
+def build(replay: ReplayInput, outcome: Replays, cluster: ClusterState, pools: list[Pool],
           ctl: ControllerSettings, source: str, skipped: int, skipped_reasons: dict[str, int],
           assumptions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     overall = {w: stats(list(outcome.times(w).values())).as_dict() for w in RUNS}
@@ -104,7 +104,7 @@ def build(replay: Replay, outcome: Outcome, cluster: ClusterState, pools: list[P
     }
 
 
-def first_screen(doc: Mapping[str, Any], replay: Replay, cluster: ClusterState,
+def first_screen(doc: Mapping[str, Any], replay: ReplayInput, cluster: ClusterState,
                  release_read: bool) -> dict[str, Any]:
     """The answer, how far to trust it, the warnings and what to do next (summary.py);
     call once the forecasts are in ``doc``."""
@@ -129,7 +129,7 @@ def first_lines(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
+def usage_section(history: list[HistoryJob], replay: ReplayInput, usage: UsageRead,
                   profiles: Mapping[str, Profile], fair: PerGpu, top: int = 10
                   ) -> dict[str, Any]:
     """What the jobs used (where the history records it), the class each job's use suggests
@@ -165,7 +165,7 @@ def usage_section(history: list[HistoryJob], replay: Replay, usage: UsageRead,
     }
 
 
-def forecast_section(outcome: Outcome, replay: Replay, forecasts: Mapping[str, Replay],
+def forecast_section(outcome: Replays, replay: ReplayInput, forecasts: Mapping[str, ReplayInput],
                      mix: Sequence[float] | None) -> dict[str, Any]:
     """The three forecasts (whatif/forecast.py): each the plain replay's mean JCT over its
     own, what it assumes, and where its jobs' profiles came from; the optimistic one only
@@ -275,7 +275,7 @@ def _table(overall: Mapping[str, Mapping[str, float]],
     return out
 
 
-def write_html(doc: Mapping[str, Any], outcome: Outcome, path: Path, usage: UsageRead | None = None
+def write_html(doc: Mapping[str, Any], outcome: Replays, path: Path, usage: UsageRead | None = None
                ) -> list[str]:
     """report.html: the report's sections as tables, with its plots embedded (PNG as data
     URIs: a JCT CDF, finished jobs per day and, where the history records use, each job's
@@ -395,7 +395,7 @@ def _html_table(title: str, head: Sequence[object], rows: Sequence[Sequence[obje
                                 + "</tr>" for r in rows) + "</table>")
 
 
-def _plots(outcome: Outcome, where: Path, usage: UsageRead | None) -> dict[str, str]:
+def _plots(outcome: Replays, where: Path, usage: UsageRead | None) -> dict[str, str]:
     """The report's plots, written to ``where`` and returned base64 by file name."""
     import matplotlib
 

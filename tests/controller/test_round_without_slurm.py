@@ -13,7 +13,7 @@ from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.audit import AuditLog
 from synergy_slurm.controller.daemon import LIMITS_MAX_AGE_S, Controller, RoundFailed
 from synergy_slurm.controller.observe import pools
-from synergy_slurm.controller.outcome import Outcome, Result
+from synergy_slurm.controller.outcome import ActionOutcome, Result
 from synergy_slurm.controller.state import StateStore
 from synergy_slurm.hook.table import TABLE_NAME, parse_table
 from synergy_slurm.slurm.commands import SlurmError
@@ -69,7 +69,7 @@ def test_enforce_shapes_and_releases_a_held_job_and_records_it(tmp_path, profile
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)))
     res = ctl.run_round()
     assert writer.calls == [("reshape", 5, Shape(12, 125000)), ("release", 5), ("untag", 5)]
-    assert res.results == {5: Outcome(Result.DONE)} and res.errors == 0 and res.managed == 1
+    assert res.results == {5: ActionOutcome(Result.DONE)} and res.errors == 0 and res.managed == 1
     row = ctl.state.jobs()[0]
     assert (row["job_id"], row["planned_cpus"], row["planned_mem_mb"]) == (5, 12, 125000)
     assert row["profile_key"] == "alexnet" and row["speedup"] == pytest.approx(2.94)
@@ -86,7 +86,7 @@ def test_observe_plans_and_records_but_sends_nothing(tmp_path, profiles_path):
     ctl, writer = controller(tmp_path, profiles_path, snapshot(job(5)), mode="observe")
     res = ctl.run_round()
     assert writer.calls == []
-    assert res.results == {5: Outcome(Result.PLANNED)}
+    assert res.results == {5: ActionOutcome(Result.PLANNED)}
     assert audit(tmp_path)[0]["result"] == "planned (observe)"
     assert ctl.state.jobs()[0]["planned_cpus"] == 12
     assert not (tmp_path / TABLE_NAME).exists()       # only an enforcing controller holds

@@ -169,7 +169,7 @@ def test_peer_downgrades_that_trade_cores_for_memory_apply_together(allocator):
     cluster = ClusterState(
         servers=(Server("n0", Resources(1, 4, 32.0)),
                  *(Server(f"n{i}", Resources(8, 32, 256.0)) for i in (1, 2, 3))),
-        reserved=(("n1", Resources(5, 0, 0.0)),), fair_share=PerGpu(4, 32.0))
+        reserved=(("n1", Resources(5, 0, 0.0)),), fair=PerGpu(4, 32.0))
 
     def job(i, gpus, remaining, profile=None):
         return JobSpec(i, gpus, submitted=0.0, duration_s=60.0, remaining_s=remaining,

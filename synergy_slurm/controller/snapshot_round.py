@@ -26,13 +26,13 @@ from .state import StateStore
 
 
 @dataclass(frozen=True)
-class Replay:
+class SnapshotRound:
     result: RoundResult
     # What the writer was asked, in order: ("reshape", job id, Shape), ("release", job id)...
     calls: list[tuple[Any, ...]]
 
 
-def replay(cfg: Config, reader: Reader, taken_at: float | None = None) -> Replay:
+def plan_on_snapshot(cfg: Config, reader: Reader, taken_at: float | None = None) -> SnapshotRound:
     """Plan one round on what ``reader`` gives, at ``taken_at`` (default: now)."""
     clock: Callable[[], float] = (lambda: taken_at) if taken_at is not None else time.time
     with tempfile.TemporaryDirectory(prefix="synergy-replay-") as tmp:
@@ -48,4 +48,4 @@ def replay(cfg: Config, reader: Reader, taken_at: float | None = None) -> Replay
                          reader=reader, writer=writer, state=StateStore(":memory:"),
                          audit=AuditLog(where / "audit.jsonl"))
         result = ctl.run_round()
-    return Replay(result, list(writer.calls))
+    return SnapshotRound(result, list(writer.calls))
