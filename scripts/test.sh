@@ -14,10 +14,10 @@ bash scripts/bootstrap-python.sh
 # Strict types on the pure core, the Slurm adapter and the controller ([tool.mypy]).
 .venv/bin/mypy
 # The real-Slurm tests mostly wait on Slurm (the CPUs idle about 90% of a pass), so each
-# release in SYNERGY_TEST_RELEASES runs its pass beside the system's, in its own slot
-# (tests/conftest.py: own cluster directories, ports and job ids); a pass's output is
-# printed when it has ended. --durations: where the time goes, in every log (the CI
-# budget is 25 minutes).
+# release's pass (the system's, then each in SYNERGY_TEST_RELEASES) runs beside the others
+# and beside the unit tests, which keep one CPU busy, each in its own slot (tests/conftest.py:
+# own cluster directories, ports and job ids); a pass's output is printed when it has
+# ended. --durations: where the time goes, in every log (the CI budget is 25 minutes).
 # The test users exist before the passes and go after the last (a pass that removed the
 # users it made would pull them from under the others).
 made_users=()
@@ -56,18 +56,21 @@ release_pass() {   # SLOT RELEASE [pytest arguments]
         -m "slurm and not timing" --durations=10 -p no:cacheprovider \
         --basetemp="$logs/tmp-$slot" "$@"
 }
-for i in "${!releases[@]}"; do
-    release_pass $((i + 1)) "${releases[$i]}" "$@" > "$logs/$i.log" 2>&1 &
+passes=(system "${releases[@]}")
+for i in "${!passes[@]}"; do
+    release_pass "$i" "${passes[$i]}" "$@" > "$logs/$i.log" 2>&1 &
     pids+=($!)
 done
 # A pass's code counts unless it is 0, or 5 ("no tests selected") under a caller's filter.
 no_tests_ok() { [ "$1" -eq 0 ] || { [ "$1" -eq 5 ] && [ $# -gt 1 ]; }; }
 rc=0
-.venv/bin/python -m pytest -m "not timing" --durations=15 "$@" || rc=$?
-for i in "${!releases[@]}"; do
+echo "== the unit, property and command tests (beside the real-Slurm passes)" >&2
+.venv/bin/python -m pytest -m "not slurm and not timing" --durations=15 "$@" || rc=$?
+no_tests_ok "$rc" "$@" && rc=0
+for i in "${!passes[@]}"; do
     pass_rc=0
     wait "${pids[$i]}" || pass_rc=$?
-    echo "== the real-Slurm tests on Slurm ${releases[$i]} (beside the pass above)" >&2
+    echo "== the real-Slurm tests on Slurm ${passes[$i]} (beside the unit tests)" >&2
     cat "$logs/$i.log"
     no_tests_ok "$pass_rc" "$@" || { [ "$rc" -ne 0 ] || rc=$pass_rc; }
 done
