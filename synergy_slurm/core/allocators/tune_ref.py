@@ -37,7 +37,7 @@ from ..ledger import Ledger
 from ..plan import How, Plan
 from ..resources import MEM_EPS, ClusterState, PerGpu, Server
 from .base import AdmittingAllocator
-from .tune import place_with_peer_downgrade
+from .tune import place_after_lowering_all, place_with_peer_downgrade
 
 
 def reference_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Demand:
@@ -125,9 +125,11 @@ class RefTuneAllocator(AdmittingAllocator):
         if lowered and self._try_place(job, demand, ledger):
             return None
         # Where the reference would fail (it exits; seen only on uneven servers, which its
-        # simulator does not model): our TUNE's peer downgrade, so no admitted job is lost.
+        # simulator does not model): our TUNE's peer downgrade, then its last resort (every
+        # peer lowered at once), so no admitted job is lost.
         ledger.rollback(mark)
-        if place_with_peer_downgrade(job, demand, ledger):
+        if place_with_peer_downgrade(job, demand, ledger) or \
+                place_after_lowering_all(job, demand, ledger):
             for i in sorted(ledger.held[job.id].placement):
                 self._order[i].append(job.id)
             return None
