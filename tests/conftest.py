@@ -6,8 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The quick loop's property tests (README, "Develop"): a third of the examples, chosen at
+# random as always; the whole suite runs them all.
+settings.register_profile("quick", max_examples=34)
 
 
 def shared_dir() -> Path:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from synergy_slurm.core import ClusterState, JobSpec, PerGpu, Profile, Resources, Server
 
 CPU_GRID = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
+
+
+def examples(n: int) -> int:
+    """``n`` examples under hypothesis's default profile (100 examples), scaled with the
+    profile loaded: the quick loop's ``--hypothesis-profile=quick`` (tests/conftest.py)
+    runs about a third of them."""
+    return max(10, n * settings.default.max_examples // 100)
+
 MEM_GRID = (16.0, 32.0, 64.0, 128.0)
 
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from synergy_slurm.core import ALLOCATOR_NAMES, PerGpu, get_allocator, get_policy, make_plan
 
 from .plan_checks import check_capacity
-from .strategies import clusters, job_mixes
+from .strategies import clusters, examples, job_mixes
 
-SETTINGS = settings(max_examples=150, deadline=None,
+SETTINGS = settings(max_examples=examples(150), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 FLOOR = 1 - 1e-9
 
@@ -56,7 +56,7 @@ def test_no_admitted_job_below_proportional(allocator, cluster, jobs):
 
 
 @pytest.mark.parametrize("allocator", ALLOCATOR_NAMES)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cluster=clusters(reserved=True), jobs=job_mixes())
 def test_plans_are_deterministic(allocator, cluster, jobs):
     policy = get_policy("las")
@@ -105,7 +105,7 @@ def test_opt_bound_above_every_plan(cluster, jobs):
 
 
 @pytest.mark.parametrize("allocator", ["tune", "tune-plus", "opt", "greedy", "proportional"])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(reserved=True), jobs=job_mixes(), data=st.data())
 def test_no_job_planned_past_its_site_limit(allocator, cluster, jobs, data):
     """A job with a site limit (QOS/association, as the controller computes it: never below

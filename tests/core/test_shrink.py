@@ -19,6 +19,8 @@ from synergy_slurm.core import (
 )
 from synergy_slurm.core.shrink import MIN_SHRINK_GB, memory_needed, memory_shrinks
 
+from .strategies import examples
+
 MEM_GRID = (20.0, 60.0, 120.0)
 # Memory-insensitive: the same speed with 20 GB per GPU as with 120.
 FLAT = Profile("flat", (2, 4, 8), MEM_GRID, ((0.5,) * 3, (1.0,) * 3, (1.5,) * 3))
@@ -89,7 +91,7 @@ def test_a_job_shrunk_is_not_requeued_in_the_same_round():
     assert [s.job_id for s in both.shrinks] == [1] and both.requeues == ()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(cpus=st.sampled_from([2, 3, 4, 6, 8]), mem=st.floats(20.0, 240.0),
        rows=st.lists(st.lists(st.floats(0.1, 5.0), min_size=3, max_size=3),
                      min_size=3, max_size=3))
