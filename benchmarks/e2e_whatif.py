@@ -156,6 +156,20 @@ def export(cli: SlurmCLI, names: set[str], path: Path, since: float) -> Path:
     return path
 
 
+def check_ran(jobs: list[BenchJob], path: Path) -> None:
+    """Stop when a window's jobs did not run as the mix says (a job meant to complete
+    ended otherwise: e.g. exit 127 when the jobs cannot find this checkout's Python in a
+    release's root): its figures would be about failed jobs, not scheduling."""
+    ran, _ = parse_history(path.read_text())
+    state = {j.name: j.state for j in ran}
+    wrong = {f"w{j.job_id}": state.get(f"w{j.job_id}", "missing") for j in jobs
+             if j.outcome == "complete" and state.get(f"w{j.job_id}") != "COMPLETED"}
+    if wrong:
+        raise SystemExit(f"{path}: {len(wrong)} jobs meant to complete did not "
+                         f"({', '.join(f'{n} {s}' for n, s in sorted(wrong.items())[:6])}); "
+                         f"their outputs are in the run's work directory")
+
+
 def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
     """The two real runs; their sacct exports written to ``plain`` and ``synergy_run``."""
     profiles = load_profiles(profiles_path)
@@ -188,7 +202,7 @@ def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
         walls = plain_then_synergy(
             cfg_doc, lambda phase: run_mix(cli, jobs, profiles, profiles_path, site, work,
                                            phase),
-            lambda phase, since: export(cli, names, files[phase], since))
+            lambda phase, since: check_ran(jobs, export(cli, names, files[phase], since)))
         plain_wall, synergy_wall = walls["plain"], walls["synergy"]
         # The controller writes its audit log at its first action: on a release where the
         # hook shapes every known job at submission a round may have none to take.
