@@ -151,7 +151,7 @@ class _Model:
         self.cfg = config
         self.profiles = profiles
         self.on_round = on_round
-        self.policy, self.allocator = scheduler(config)
+        self.policy, self.allocator = scheduler(config, keeps_room=True)
         self.slurm_order = get_policy(config.slurm_order or config.policy)
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
@@ -217,13 +217,14 @@ class _Model:
                     event = self._pass_due = True
             if visible and event:
                 self._start(main_pass(self._queue(visible, t), self._cluster(), t,
-                                      self.partition_nodes), t)
+                                      self.partition_nodes, self.cfg.idle_first), t)
             if t >= next_pass and self._pass_due:
                 self._pass_due = False
                 visible = self._visible()
                 if visible:
                     self._start(backfill_pass(self._queue(visible, t), self._cluster(),
-                                              self._busy(), t, self.cfg.bf_max_job_test), t)
+                                              self._busy(), t, self.cfg.bf_max_job_test,
+                                              idle_first=self.cfg.idle_first), t)
                 next_pass = _next_on_grid(t, self.cfg.round_s)
                 passes += 1
             self._record(t)
@@ -598,7 +599,7 @@ def _view(run: _Run) -> PendingView:
     history gave it its own share or synergy's hook shaped it (a known profile)."""
     unknown = _change(run) is Change.RELEASE
     return PendingView(run.held, run.share, run.trace.share is not None or not unknown,
-                       unknown)
+                       unknown, requeued=run.restarts > 0)
 
 
 def _change(run: _Run) -> Change:
