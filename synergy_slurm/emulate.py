@@ -2,11 +2,10 @@
 and memory the job really got from Slurm, time-scaled so that hours become seconds.
 
 Used by the end-to-end benchmark and the demo in place of real training. It reads its
-share the way a real job would: cores, memory and GPUs per node from ``scontrol show job
--d`` (slurmd's ``CPU_IDs=``, ``Mem=`` and ``GRES=``: no environment variable carries an
-updated memory-per-GPU, and ``SLURM_GPUS_ON_NODE`` can count a spread job's GPUs on one
-node), else ``SLURM_CPUS_ON_NODE`` and the GPU count. Progress is checkpointed to
-``--state`` after every chunk, so a requeued job resumes where it stopped.
+share the way a real job would: cores from ``SLURM_CPUS_ON_NODE`` and the GPU count,
+memory from ``scontrol show job -d`` (slurmd's ``Mem=``, since no environment variable
+carries an updated memory-per-GPU). Progress is checkpointed to ``--state`` after every
+chunk, so a requeued job resumes where it stopped.
 
     python -m synergy_slurm.emulate --profiles model_profiles.json --model res18 \\
         --iterations 30000 --scale 0.005 --state /shared/job.state
@@ -27,7 +26,7 @@ from pathlib import Path
 from profiler.progress import Progress
 
 from .profiles import load_profiles
-from .slurm.parse import detail_mem_mb, detail_per_gpu
+from .slurm.parse import detail_mem_mb
 from .vocabulary import MB_PER_GB
 
 
@@ -46,14 +45,9 @@ def granted_share() -> tuple[int, float, int]:
         try:
             out = subprocess.run([scontrol, "show", "job", "-d", job_id], capture_output=True,
                                  text=True, timeout=30, check=False).stdout
+            mem_mb = detail_mem_mb(out)
         except (OSError, subprocess.TimeoutExpired):
-            out = ""
-        # Per node, as Slurm allocated it: a job spread over nodes runs at the pace of
-        # its worst-off node (the environment can count all its GPUs on this one).
-        per_gpu = detail_per_gpu(out)
-        if per_gpu is not None:
-            return max(1, per_gpu[0]), per_gpu[1] / MB_PER_GB, per_gpu[2]
-        mem_mb = detail_mem_mb(out)
+            mem_mb = 0
     if not mem_mb and os.environ.get("SLURM_MEM_PER_GPU", "").isdigit():
         mem_mb = int(os.environ["SLURM_MEM_PER_GPU"]) * gpus
     return max(1, cpus // max(1, gpus)), mem_mb / MB_PER_GB / max(1, gpus), gpus

@@ -135,31 +135,6 @@ def detail_mem_mb(show_job_detail: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-_NODE_LINE = re.compile(r"^\s+Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+)(?: GRES=(\S*))?",
-                        re.MULTILINE)
-
-
-def detail_per_gpu(show_job_detail: str) -> tuple[int, float, int] | None:
-    """(cores per GPU, MB per GPU: the least on any of its nodes, GPUs on its first node)
-    from ``scontrol show
-    job -d`` text (one line per group of nodes: ``Nodes=n[1-2] CPU_IDs=0-2 Mem=62500
-    GRES=gpu:1(IDX:0)``); None without a node line that shows GPUs. A job spread over
-    nodes has its own cores and GPUs on each: the environment's SLURM_GPUS_ON_NODE can
-    count the job's GPUs where the node holds fewer, which halves its cores per GPU."""
-    best: tuple[int, float, int] | None = None
-    for m in _NODE_LINE.finditer(show_job_detail):
-        gpus = sum(int(g.group(1)) for g in re.finditer(r"gpu(?::[^:(,]+)?:(\d+)",
-                                                         m.group(4) or ""))
-        if gpus <= 0:
-            continue
-        cpus = sum(int(b) - int(a) + 1 if b else 1 for a, b in
-                   re.findall(r"(\d+)(?:-(\d+))?", m.group(2)))
-        here = (cpus // gpus, int(m.group(3)) / gpus, gpus)
-        best = here if best is None else (min(best[0], here[0]), min(best[1], here[1]),
-                                          best[2])
-    return best
-
-
 def expand_hostlist(spec: str) -> list[str]:
     """``n[1-3,5],gpu-a[01-02]`` -> n1 n2 n3 n5 gpu-a01 gpu-a02 (Slurm's host list syntax)."""
     spec = spec.strip()

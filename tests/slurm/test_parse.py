@@ -13,7 +13,6 @@ from synergy_slurm.slurm.parse import (
     ParseError,
     count_array_tasks,
     detail_mem_mb,
-    detail_per_gpu,
     expand_hostlist,
     gpu_count,
     num,
@@ -297,15 +296,3 @@ def test_the_memory_a_job_holds_is_read_from_its_node_lines_only():
               "     Nodes=n1 CPU_IDs=0-8 Mem=62500 GRES=gpu:1(IDX:0)\n")
     assert detail_mem_mb(detail) == 62500
     assert detail_mem_mb("JobId=7 JobName=x Mem=999999\n") == 0
-
-
-def test_a_spread_jobs_share_per_gpu_is_its_worst_nodes():
-    """A 2-GPU job spread 1 + 1 has 3 cores per GPU on each node (the demo's emulated
-    jobs read 3 // 2 = 1 from SLURM_CPUS_ON_NODE and a GPU count of 2 and ran at 0.3x)."""
-    spread = ("JobId=7 JobName=x\n"
-              "     Nodes=n1 CPU_IDs=0-2 Mem=62500 GRES=gpu:1(IDX:0)\n"
-              "     Nodes=n2 CPU_IDs=3,5 Mem=125000 GRES=gpu:1(IDX:7)\n")
-    assert detail_per_gpu(spread) == (2, 62500.0, 1)
-    whole = "     Nodes=n[1-2] CPU_IDs=0-8,10 Mem=125000 GRES=gpu:tesla:2(IDX:0-1)\n"
-    assert detail_per_gpu(whole) == (5, 62500.0, 2)
-    assert detail_per_gpu("     Nodes=n1 CPU_IDs=0-3 Mem=100 GRES=\n") is None
