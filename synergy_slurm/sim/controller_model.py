@@ -9,7 +9,8 @@ What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continu
   that does not; every ``round_s`` (sched_interval / bf_interval) the backfill scheduler
   also starts lower-priority jobs that end, by their time limits, before the reservations
   of the jobs before them. A running job keeps its allocation until it ends; jobs are
-  placed as cons_tres places them, in their partition (and GPU type).
+  placed as cons_tres places them, in their partition (and GPU type); from 24.11 on an
+  idle node first where one holds them (``idle_first``).
 * **A job's run**: its start-up (not sped up), then its work at the speed its profile
   gives at its share. A job whose outcome is fixed (it hit its time limit, failed or was
   cancelled in the history) runs exactly as long as it did.
@@ -20,8 +21,10 @@ What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continu
   controller plans the pending jobs of every pool (``core.plan_pools``, the call the real
   controller makes) into what is free: a held job it plans is given its share and
   released (Slurm sees it ``release_delay_s`` later), a visible one is raised (or lowered
-  where the release honours it); held jobs are invisible to Slurm's backfill. It requeues
-  running jobs that opted in when the time saved beats ``restart_cost_s``, and lowers
+  where the release honours it, never a job it requeued before it runs again); held jobs
+  are invisible to Slurm's backfill. It plans as the controller does, keeping room for
+  the GPUs jobs wait for (``Allocator.keeps_room``: a running job is never lowered). It
+  requeues running jobs that opted in when the time saved beats ``restart_cost_s``, and lowers
   running jobs' memory in place where asked (``shrink_memory``: 26.05).
 * **Without synergy** (``proportional``): no hook, no controller; each job asks for the
   share it asked for in the history (``TraceJob.share``), else its partition's default.
