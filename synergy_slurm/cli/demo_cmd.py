@@ -48,7 +48,7 @@ from .options import cluster_option_value, default_profiles_path, profiles_optio
 @click.option("--port", default=16717, show_default=True, type=click.IntRange(1024, 65000),
               help="The demo cluster's slurmctld port.")
 @click.option("--jobs", default=48, show_default=True, type=click.IntRange(4, 500),
-              help="Jobs in the mix (40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
+              help="Jobs in the mix (exactly 40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
               "1/2/4 GPUs at 60/30/10%).")
 @click.option("--mean-s", default=48.0, show_default=True, type=click.FloatRange(5),
               help="Mean job length at the GPU-proportional share (wall seconds).")
