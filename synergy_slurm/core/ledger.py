@@ -7,7 +7,6 @@ below zero in any dimension; the finished round becomes an immutable :class:`Pla
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -121,11 +120,14 @@ class Ledger:
             k = min(k, floor_div(fm, m))
         if self.keep_room is not None:
             kc, km = self.keep_room
-            fg = self._kept_for(fg)
-            if c > self.fair.cpus:
-                k = min(k, max(0, math.floor((fc - kc * fg) / (c - kc) + 1e-9)))
-            if m > self.fair.mem_gb + MEM_EPS:
-                k = min(k, max(0, floor_div(fm - km * fg, m - km)))
+            above_c, above_m = c > self.fair.cpus, m > self.fair.mem_gb + MEM_EPS
+            # The k GPUs taken leave fg - k free, room kept for as many as wait.
+            while k > 0 and (above_c or above_m):
+                kept = self._kept_for(fg - k)
+                if ((not above_c or fc - k * c >= kc * kept - 1e-9)
+                        and (not above_m or fm - k * m + MEM_EPS >= km * kept)):
+                    break
+                k -= 1
         return max(0, k)
 
     def find_placement(self, job: JobSpec, share: PerGpu) -> dict[int, int] | None:

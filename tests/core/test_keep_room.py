@@ -92,3 +92,13 @@ def test_requeues_keep_room_only_while_jobs_wait(paper_profiles):
     busy = plan_round(jobs_of(paper_profiles, *[("res18", 1)] * 7), [(spec, alloc)], cluster,
                       FIFO, tune, rule, {}, 0.0)
     assert busy.requeues == ()
+
+
+def test_a_job_of_several_gpus_leaves_room_for_the_gpus_beside_it(paper_profiles):
+    # 7 GPUs and 20 cores free. res18 on 2 GPUs wants 9 cores each, two 1-GPU res18 jobs
+    # wait behind it: 2 x 9 = 18 would leave 2 cores where they need 6; 2 x 6 = 12 leaves 8.
+    cluster = ClusterState(ONE.servers, ((S0, PerGpu(4, 20.0).times(1)),))
+    jobs = jobs_of(paper_profiles, ("res18", 2), ("res18", 1), ("res18", 1))
+    p = plan_of(jobs, cluster, True)
+    assert p[0].share.cpus == 6
+    assert set(p) == {0, 1, 2} and all(p[i].share.cpus >= 3 for i in (1, 2))
