@@ -48,7 +48,7 @@ from .options import cluster_option_value, default_profiles_path, profiles_optio
 @click.option("--port", default=16717, show_default=True, type=click.IntRange(1024, 65000),
               help="The demo cluster's slurmctld port.")
 @click.option("--jobs", default=48, show_default=True, type=click.IntRange(4, 500),
-              help="Jobs in the mix (40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
+              help="Jobs in the mix (exactly 40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
               "1/2/4 GPUs at 60/30/10%).")
 @click.option("--mean-s", default=48.0, show_default=True, type=click.FloatRange(5),
               help="Mean job length at the GPU-proportional share (wall seconds).")
@@ -139,18 +139,26 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
             devcluster.down(spec)
     # The simulator's controller model on the same mix, cluster and submission times.
     try:
-        lowers = Release.parse(version).lowers_pending
+        rel: Release | None = Release.parse(version)
     except ValueError:
-        lowers = False
+        rel = None
     pred = predict(mix, {r.name: r.submitted for r in results}, profiles, layout.pools(),
-                   controller_dict(spec, path, state_dir)["controller"], lowers,
-                   devcluster.SCHED_INTERVAL_S, progress_reports=True)
+                   controller_dict(spec, path, state_dir)["controller"],
+                   bool(rel and rel.lowers_pending), devcluster.SCHED_INTERVAL_S,
+                   progress_reports=True, idle_first=bool(rel and rel.prefers_idle_node))
     total = layout.cluster_state().total
     picture = plot_timelines(
         mix, results, state_dir / "demo.png", total,
         f"synergy demo: {len(mix)} jobs on {len(spec.node_names)} nodes, {total.gpus} GPUs, "
         f"{total.cpus} cores, {total.mem_gb:.0f} GB (Slurm {version})")
     out = _comparison(mix, results, pred, parts, seed, picture, state_dir)
+    # Each job's submission and JCT in both runs, so that a prediction (or another model)
+    # can be replayed on this very run later.
+    (state_dir / "runs.json").write_text(json.dumps(
+        {"slurm": version, "phases": {r.name: {"submitted_s": r.submitted, "jct_s": r.jct_s,
+                                               "makespan_s": r.makespan_s}
+                                      for r in results}}))
+    out["runs"] = str(state_dir / "runs.json")
     if fmt == "json":
         click.echo(json.dumps(out))
         return

@@ -76,11 +76,12 @@ def current_shape(job: SlurmJob, fair: PerGpu) -> Shape:
 
 
 def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
-                      can_lower: bool = False, unknown: frozenset[int] = frozenset()
-                      ) -> list[Action]:
+                      can_lower: bool = False, unknown: frozenset[int] = frozenset(),
+                      requeued: frozenset[int] = frozenset()) -> list[Action]:
     """The actions that bring ``jobs`` to ``plan``, by the one reconcile rule
     (``decide.reconcile``, which the controller model applies too). A job in ``unknown``
-    (no profile) keeps the shape it has (``decide.Change.RELEASE``)."""
+    (no profile) keeps the shape it has (``decide.Change.RELEASE``); one in ``requeued``
+    (synergy requeued it, it waits to run again) is not lowered."""
     planned = plan.by_job()
     out: list[Action] = []
     for job in jobs:
@@ -89,7 +90,7 @@ def reconcile_pending(jobs: list[SlurmJob], plan: Plan, fair: PerGpu,
             continue
         before = current_shape(job, fair)
         view = PendingView(job.held_by_synergy, share_of(before), job.cpus_per_gpu is not None,
-                           job.job_id in unknown)
+                           job.job_id in unknown, job.job_id in requeued)
         got = reconcile(view, alloc.share, can_lower)
         if got is None:
             continue

@@ -285,7 +285,9 @@ class Controller:
         policy, the allocator, the requeue and usage rules, the opt-outs, the profiler."""
         c = cfg.controller
         self.policy = get_policy(c.policy)
-        self.allocator = get_allocator(c.allocator)
+        # Slurm never lowers a running job's cores: a share above the proportional one
+        # must not strand the free GPUs beside it (Allocator.keeps_room).
+        self.allocator = get_allocator(c.allocator, keeps_room=True)
         self.requeue_rule = RequeueRule(c.restart_cost_s, c.requeue_min_interval_s,
                                         c.requeue_budget)
         self.usage_rule = rule_of(cfg.usage)
@@ -491,8 +493,9 @@ class Controller:
                                                          pool_gpus)],
                 running_jobs([(j, specs[j.job_id]) for j in running], fair, peaks)))
             jobs_of.append(mine)
+        last_requeues = self.state.last_requeues()
         plans = plan_pools(inputs, self.policy, self.allocator, self.requeue_rule,
-                           self.state.last_requeues(), now)
+                           last_requeues, now)
         actions: list[Action] = []
         for pp, mine in zip(plans, jobs_of, strict=True):
             if pp.round is None:
@@ -503,7 +506,9 @@ class Controller:
             actions += shrink_actions(pp.round.shrinks, running_by_id, fair)
             unknown = frozenset(j.job_id for j in pending
                                 if specs_of[j.job_id].profile is None)
-            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower, unknown)
+            requeued = frozenset(j.job_id for j in pending if j.job_id in last_requeues)
+            actions += reconcile_pending(pending, pp.round.plan, fair, can_lower, unknown,
+                                         requeued)
             if not can_lower:
                 actions += [Action(j.job_id, CANNOT, current_shape(j, fair), None,
                                    f"waits on {j.reason} with the shape synergy gave it; "

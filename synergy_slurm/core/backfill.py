@@ -15,8 +15,9 @@ Slurm starts jobs in two passes (SchedMD's sched_config.html):
   nodes, or does not touch them.
 
 Both place a job as cons_tres does: on the node with the fewest free GPUs that holds it
-whole, else spread over the fullest nodes (``--gpus=N``), or on whole nodes of its
-per-node GPUs (``--gres=gpu:k``). Pure: times are the caller's, nothing is read.
+whole (from 24.11 an idle node that holds it first: ``idle_first``), else spread over the
+fullest nodes (``--gpus=N``), or on whole nodes of its per-node GPUs (``--gres=gpu:k``).
+Pure: times are the caller's, nothing is read.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ class _Timeline:
     """Free resources per server now, when running jobs give theirs back, and the
     reservations made so far."""
 
-    def __init__(self, cluster: ClusterState, busy: Sequence[Busy], now: float) -> None:
+    def __init__(self, cluster: ClusterState, busy: Sequence[Busy], now: float,
+                 idle_first: bool = False) -> None:
         self.now = now
+        self.idle_first = idle_first
         self.names = [s.name for s in cluster.servers]
         self.index = {n: i for i, n in enumerate(self.names)}
         self.cap_gpus = [s.capacity.gpus for s in cluster.servers]
@@ -139,6 +142,10 @@ class _Timeline:
             nodes = [i for i in fullest if rooms[i] >= k][:job.gpus // k]
             return {i: k for i in nodes} if len(nodes) * k == job.gpus else None
         whole = [i for i in fullest if rooms[i] >= job.gpus]
+        if self.idle_first:
+            # 24.11 and later: an idle node that holds the job before the fullest one.
+            idle = [i for i in whole if gpus_at[i] == self.cap_gpus[i]]
+            whole = sorted(idle) + whole
         if whole:
             return {whole[0]: job.gpus}
         return spread(fullest, rooms.__getitem__, job.gpus)
@@ -166,16 +173,17 @@ class _Timeline:
 
 
 def main_pass(queue: Iterable[Waiting], cluster: ClusterState, now: float,
-              partitions: Mapping[str, Collection[str]] | Collection[str] = ()
-              ) -> list[Start]:
+              partitions: Mapping[str, Collection[str]] | Collection[str] = (),
+              idle_first: bool = False) -> list[Start]:
     """The main scheduler: ``queue`` in priority order; what fits now starts, and a
     partition stops at its first job that does not (once every one of ``partitions`` has,
     the rest of the queue is not read). Where ``partitions`` maps each partition to its
     nodes, a partition that stops also takes its nodes from every later job, whatever its
     partition (Slurm: "do not schedule more jobs in this partition or on nodes in this
     partition"): on a site whose partitions share nodes, a job waiting in one holds back
-    the others' jobs there until the backfill pass."""
-    line = _Timeline(cluster, (), now)
+    the others' jobs there until the backfill pass. ``idle_first``: a job that fits whole
+    on an idle node goes there before the fullest node (24.11 and later)."""
+    line = _Timeline(cluster, (), now, idle_first)
     nodes_of = partitions if isinstance(partitions, Mapping) else {}
     blocked: set[str] = set()
     closed: set[str] = set()
@@ -198,13 +206,13 @@ def main_pass(queue: Iterable[Waiting], cluster: ClusterState, now: float,
 
 def backfill_pass(queue: Iterable[Waiting], cluster: ClusterState, busy: Sequence[Busy],
                   now: float, max_job_test: int = BF_MAX_JOB_TEST,
-                  window_s: float = BF_WINDOW_S) -> list[Start]:
+                  window_s: float = BF_WINDOW_S, idle_first: bool = False) -> list[Start]:
     """The backfill scheduler: the first ``max_job_test`` jobs of ``queue`` (priority
     order) on the timeline of ``busy`` (what ``cluster.reserved`` holds, with when Slurm
     expects it back; anything not in ``busy`` is held for good). Returns the jobs that start
     now; the others' reservations only shape this pass, as in Slurm, which plans afresh
-    every pass."""
-    line = _Timeline(cluster, busy, now)
+    every pass (``idle_first``: as main_pass)."""
+    line = _Timeline(cluster, busy, now, idle_first)
     out: list[Start] = []
     for job in itertools.islice(queue, max_job_test):
         where = line.place(job, now)

@@ -55,11 +55,18 @@ class Held:
 class Ledger:
     """Free GPUs/cores/memory per server, and the jobs placed so far in admission order."""
 
-    def __init__(self, cluster: ClusterState, placement: str = "fullest") -> None:
+    def __init__(self, cluster: ClusterState, placement: str = "fullest",
+                 keep_room: tuple[float, float] | None = None) -> None:
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; choose from "
                              f"{', '.join(PLACEMENTS)}")
         self.placement = placement
+        # Cores and GB per free GPU that a share above the proportional one must leave on
+        # its servers (None: nothing kept; see room_for).
+        self.keep_room = keep_room
+        # How many GPUs other jobs still wait for (None: as many as are free): no server
+        # keeps room for more free GPUs than that.
+        self.waiting_gpus: int | None = None
         self.cluster = cluster
         self.fair = cluster.fair
         self.names = [s.name for s in cluster.servers]
@@ -93,8 +100,35 @@ class Ledger:
 
     def fits_whole(self, i: int, gpus: int, share: PerGpu) -> bool:
         """Whether ``gpus`` GPUs at ``share`` fit on server ``i`` alone."""
-        return (self._fg[i] >= gpus and self._fc[i] >= share.cpus * gpus
-                and self._fm[i] + MEM_EPS >= share.mem_gb * gpus)
+        return self.room_for(i, share, gpus) >= gpus
+
+    def room_for(self, i: int, share: PerGpu, most: int) -> int:
+        """How many GPUs at ``share`` (at most ``most``) server ``i`` can take.
+
+        With ``keep_room`` (cores, GB per GPU), what a share takes above the proportional
+        one in a dimension comes only from what the server's free GPUs do not need at that
+        room: Slurm cannot lower a job once it runs, so cores given to one job beyond its
+        share while GPUs beside it are free would leave those GPUs stranded, waiting for
+        cores, until it ends (the paper's rounds would lower it back at the next arrival).
+        A share within the proportional one is never held back."""
+        fg, fc, fm = self._fg[i], self._fc[i], self._fm[i]
+        k = min(most, fg)
+        c, m = share.cpus, share.mem_gb
+        if c > 0:
+            k = min(k, fc // c)
+        if m > 0:
+            k = min(k, floor_div(fm, m))
+        if self.keep_room is not None:
+            kc, km = self.keep_room
+            above_c, above_m = c > self.fair.cpus, m > self.fair.mem_gb + MEM_EPS
+            # The k GPUs taken leave fg - k free, room kept for as many as wait.
+            while k > 0 and (above_c or above_m):
+                kept = self._kept_for(fg - k)
+                if ((not above_c or fc - k * c >= kc * kept - 1e-9)
+                        and (not above_m or fm - k * m + MEM_EPS >= km * kept)):
+                    break
+                k -= 1
+        return max(0, k)
 
     def find_placement(self, job: JobSpec, share: PerGpu) -> dict[int, int] | None:
         """Where ``job``'s GPUs at ``share`` go, by the ledger's placement rule; None if
@@ -111,10 +145,9 @@ class Ledger:
                            share: PerGpu) -> dict[int, int] | None:
         """``gpus / per_node`` servers, taken in ``order``, each with ``per_node`` GPUs and
         their share free; None if there are not that many."""
-        c, m = share.cpus * per_node, share.mem_gb * per_node - MEM_EPS
         out: dict[int, int] = {}
         for i in order:
-            if self._fg[i] >= per_node and self._fc[i] >= c and self._fm[i] >= m:
+            if self.fits_whole(i, per_node, share):
                 out[i] = per_node
                 if len(out) * per_node == gpus:
                     return out
@@ -125,15 +158,12 @@ class Ledger:
         by GPU over the servers with the fewest free GPUs; None if it does not fit."""
         if gpus > self.free_gpus:
             return None
-        c, m = share.cpus, share.mem_gb
-        need_c, need_m = c * gpus, m * gpus - MEM_EPS
-        fg, fc, fm = self._fg, self._fc, self._fm
+        fg = self._fg
         if gpus <= self.max_gpus:
             best = -1
             for i in range(len(fg)):
                 g = fg[i]
-                if g >= gpus and fc[i] >= need_c and fm[i] >= need_m and (
-                        best < 0 or g < fg[best]):
+                if g >= gpus and (best < 0 or g < fg[best]) and self.fits_whole(i, gpus, share):
                     best = i
             if best >= 0:
                 return {best: gpus}
@@ -151,10 +181,7 @@ class Ledger:
     def _spread(self, order: Iterable[int], gpus: int, share: PerGpu) -> dict[int, int] | None:
         """Take GPUs server by server in ``order``, as many on each as its cores and memory
         allow at ``share``; None if they run out first."""
-        c, m = share.cpus, share.mem_gb
-        return spread(order, lambda i: min(
-            self._fg[i], self._fc[i] // c if c > 0 else gpus,
-            floor_div(self._fm[i], m) if m > 0 else gpus), gpus)
+        return spread(order, lambda i: self.room_for(i, share, gpus), gpus)
 
     def servers_by_free_gpus(self, at_least: int = 1) -> list[int]:
         return [i for _, i in sorted((g, i) for i, g in enumerate(self._fg) if g >= at_least)]
@@ -173,7 +200,24 @@ class Ledger:
         dc = share.cpus - h.share.cpus
         dm = share.mem_gb - h.share.mem_gb
         return all(self._fc[i] >= n * dc and self._fm[i] + MEM_EPS >= n * dm
+                   and self._keeps_room(i, share, n * dc, n * dm)
                    for i, n in h.placement.items())
+
+    def _kept_for(self, free_gpus: int) -> int:
+        """For how many of a server's ``free_gpus`` room is kept (no more than wait)."""
+        return free_gpus if self.waiting_gpus is None else min(free_gpus, self.waiting_gpus)
+
+    def _keeps_room(self, i: int, share: PerGpu, dc: int, dm: float) -> bool:
+        """Whether taking ``dc`` more cores and ``dm`` more memory on server ``i`` for a
+        job at ``share`` leaves its free GPUs their room (``keep_room``: only a dimension
+        where the share grows above the proportional one is held to it)."""
+        if self.keep_room is None:
+            return True
+        (kc, km), fair, free_g = self.keep_room, self.fair, self._kept_for(self._fg[i])
+        if dc > 0 and share.cpus > fair.cpus and self._fc[i] - dc < kc * free_g - 1e-9:
+            return False
+        return not (dm > MEM_EPS and share.mem_gb > fair.mem_gb + MEM_EPS
+                    and self._fm[i] - dm + MEM_EPS < km * free_g)
 
     def can_reshape_together(self, changes: list[tuple[int, Demand]]) -> bool:
         """Whether :meth:`reshape_together` would leave every server within its capacity."""

@@ -101,5 +101,7 @@ def plan_round(pending: Sequence[JobSpec], running: Sequence[tuple[JobSpec, Allo
            if now - last_requeues.get(spec.id, NEVER) >= rule.min_interval_s
            and spec.id not in shrunk}
     ordered = [due[s.id] for s in policy.order([s for s, _ in due.values()], now)]
+    # What still waits after the plan: a requeue must not take the room it needs.
+    waiting = sum(j.gpus for j in pending if j.id in plan.skipped) if allocator.keeps_room else 0
     return RoundPlan(plan, tuple(requeues(ordered, cluster, plan, rule.restart_cost_s,
-                                          rule.budget)), shrinks)
+                                          rule.budget, waiting)), shrinks)

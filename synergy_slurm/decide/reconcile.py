@@ -8,7 +8,10 @@ its simulated jobs).
   it has (``change.Change.RELEASE``).
 * A job Slurm has already scheduled: **raise** its cores (or, at equal cores, set its
   memory); **lower** its cores only where the release honours lowering a scheduled job
-  (26.05), else record that it **cannot** be lowered (Slurm would ignore it).
+  (26.05), else record that it **cannot** be lowered (Slurm would ignore it). A job
+  synergy requeued into a larger share is never lowered before it runs again: the
+  requeue paid its restart for that share, and lowering it while it waits for room (on
+  26.05, as the plan sees the room it left taken) would restart it slower than it ran.
 
 Shares are compared as Slurm holds them: whole cores, memory in whole MB.
 """
@@ -34,13 +37,15 @@ class Step(StrEnum):
 class PendingView:
     """What the rule needs of a pending job: whether synergy holds it, the share it has
     now (its request, else its partition's defaults), whether its request names its cores
-    (a job that asked nothing gets them written on release), and whether its profile is
-    unknown (released as it is)."""
+    (a job that asked nothing gets them written on release), whether its profile is
+    unknown (released as it is), and whether synergy requeued it into the share it has
+    and it has not run since (never lowered)."""
 
     held_by_synergy: bool
     share: PerGpu
     names_cores: bool = True
     unknown: bool = False
+    requeued: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,6 @@ def reconcile(job: PendingView, planned: PerGpu, can_lower: bool) -> Reconciled 
         return Reconciled(Step.RELEASE if same else Step.SHAPE_RELEASE, after)
     if new_c > now_c or (new_c == now_c and new_m != now_m):
         return Reconciled(Step.RAISE, after)
-    if new_c < now_c:
+    if new_c < now_c and not job.requeued:
         return Reconciled(Step.LOWER if can_lower else Step.CANNOT, after)
     return None

@@ -98,6 +98,9 @@ class SlurmConfig(SimConfig):
     release_delay_s: float = 0.0
     lowers_pending: bool = False
     bf_max_job_test: int = BF_MAX_JOB_TEST
+    # cons_tres puts a job that fits whole on an idle node there before the fullest node
+    # (24.11 and later: Release.prefers_idle_node; core.backfill).
+    idle_first: bool = False
     # The hook's [hook] hold_known / hold_unknown (known profiles are never held where the
     # release honours lowering, as the controller tells the hook).
     hold_known: bool = True

@@ -9,7 +9,8 @@ What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continu
   that does not; every ``round_s`` (sched_interval / bf_interval) the backfill scheduler
   also starts lower-priority jobs that end, by their time limits, before the reservations
   of the jobs before them. A running job keeps its allocation until it ends; jobs are
-  placed as cons_tres places them, in their partition (and GPU type).
+  placed as cons_tres places them, in their partition (and GPU type); from 24.11 on an
+  idle node first where one holds them (``idle_first``).
 * **A job's run**: its start-up (not sped up), then its work at the speed its profile
   gives at its share. A job whose outcome is fixed (it hit its time limit, failed or was
   cancelled in the history) runs exactly as long as it did.
@@ -20,8 +21,10 @@ What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continu
   controller plans the pending jobs of every pool (``core.plan_pools``, the call the real
   controller makes) into what is free: a held job it plans is given its share and
   released (Slurm sees it ``release_delay_s`` later), a visible one is raised (or lowered
-  where the release honours it); held jobs are invisible to Slurm's backfill. It requeues
-  running jobs that opted in when the time saved beats ``restart_cost_s``, and lowers
+  where the release honours it, never a job it requeued before it runs again); held jobs
+  are invisible to Slurm's backfill. It plans as the controller does, keeping room for
+  the GPUs jobs wait for (``Allocator.keeps_room``: a running job is never lowered). It
+  requeues running jobs that opted in when the time saved beats ``restart_cost_s``, and lowers
   running jobs' memory in place where asked (``shrink_memory``: 26.05).
 * **Without synergy** (``proportional``): no hook, no controller; each job asks for the
   share it asked for in the history (``TraceJob.share``), else its partition's default.
@@ -151,7 +154,7 @@ class _Model:
         self.cfg = config
         self.profiles = profiles
         self.on_round = on_round
-        self.policy, self.allocator = scheduler(config)
+        self.policy, self.allocator = scheduler(config, keeps_room=True)
         self.slurm_order = get_policy(config.slurm_order or config.policy)
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
@@ -217,13 +220,14 @@ class _Model:
                     event = self._pass_due = True
             if visible and event:
                 self._start(main_pass(self._queue(visible, t), self._cluster(), t,
-                                      self.partition_nodes), t)
+                                      self.partition_nodes, self.cfg.idle_first), t)
             if t >= next_pass and self._pass_due:
                 self._pass_due = False
                 visible = self._visible()
                 if visible:
                     self._start(backfill_pass(self._queue(visible, t), self._cluster(),
-                                              self._busy(), t, self.cfg.bf_max_job_test), t)
+                                              self._busy(), t, self.cfg.bf_max_job_test,
+                                              idle_first=self.cfg.idle_first), t)
                 next_pass = _next_on_grid(t, self.cfg.round_s)
                 passes += 1
             self._record(t)
@@ -598,7 +602,7 @@ def _view(run: _Run) -> PendingView:
     history gave it its own share or synergy's hook shaped it (a known profile)."""
     unknown = _change(run) is Change.RELEASE
     return PendingView(run.held, run.share, run.trace.share is not None or not unknown,
-                       unknown)
+                       unknown, requeued=run.restarts > 0)
 
 
 def _change(run: _Run) -> Change:

@@ -56,7 +56,8 @@ def check_capped(out: SimResult, max_rounds: int) -> SimResult:
     return out
 
 
-def scheduler(config: SimConfig) -> tuple[Policy, Allocator]:
-    """The policy and allocator a simulation plans with (both simulators)."""
+def scheduler(config: SimConfig, keeps_room: bool = False) -> tuple[Policy, Allocator]:
+    """The policy and allocator a simulation plans with (both simulators); ``keeps_room``
+    for the controller model, whose running jobs cannot be lowered (Allocator.keeps_room)."""
     return get_policy(config.policy), get_allocator(config.allocator, config.placement,
-                                                    config.opt_time_limit_s)
+                                                    config.opt_time_limit_s, keeps_room)

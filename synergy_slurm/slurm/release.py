@@ -56,6 +56,13 @@ class Release:
         return self.major == 24
 
     @property
+    def prefers_idle_node(self) -> bool:
+        """cons_tres puts a ``--gpus=N`` job on an idle node that holds it whole before
+        the node it would fill (22.05 takes the fullest; with no idle node, 24.11 and 26.05
+        do too): tests/slurm/test_release_facts_on_slurm.py::test_where_cons_tres_puts_gpu_jobs."""
+        return self.at_least(24, 11)
+
+    @property
     def lowers_pending(self) -> bool:
         """Lowering a pending job's cores takes effect after the scheduler has looked at
         the job (22.05 ignores it: hence the hook's hold). Verified on 26.05; the releases

@@ -52,16 +52,19 @@ def test_a_replay_lists_the_plan_and_the_changes_and_writes_nothing(snapshot_dir
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["errors"] == 0
+    # Job 9 (8 GPUs) and job 10 wait for GPUs while 7 are free (6 on n4): alexnet's 12
+    # cores on n4 would leave its other 5 free GPUs 6 cores, under what job 9 needs there,
+    # so the plan keeps their proportional room and alexnet starts at its share.
     assert out["actions"] == [{"job_id": 4, "action": "shape-release",
                                "before": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
-                               "after": {"cpus_per_gpu": 12, "mem_per_gpu_mb": 125000},
-                               "reason": "ideal share, speedup 2.94x"}]
-    assert out["slurm_changes"] == ["reshape 4 12c/125000MB", "release 4", "untag 4"]
+                               "after": {"cpus_per_gpu": 3, "mem_per_gpu_mb": 62500},
+                               "reason": "self-downgrade share, speedup 1.00x"}]
+    assert out["slurm_changes"] == ["reshape 4 3c/62500MB", "release 4", "untag 4"]
     # The site's state, audit log, hook table and profile store: none written.
     assert not (tmp_path / "site-state").exists()
     text = CliRunner().invoke(main, ["controller", "replay", "--config", str(site_config),
                                      str(snapshot_dir)])
-    assert "would ask Slurm: reshape 4 12c/125000MB" in text.output
+    assert "would ask Slurm: reshape 4 3c/62500MB" in text.output
     assert "[done]" not in text.output
 
 

@@ -70,3 +70,19 @@ def test_placement_is_cons_tres_best_fit_then_spread_and_whole_nodes_per_node():
     (s,) = main_pass([job(1, 4, 60, names=names)], full, 0.0)
     assert sum(g for _, g in s.placement) == 4 and len(s.placement) == 2   # spread
     assert main_pass([job(1, 4, 60, names=names, per_node=4)], full, 0.0) == []
+
+
+def test_from_24_11_an_idle_node_that_holds_the_job_goes_first():
+    """docs/slurm-notes.md: 24.11 and 26.05 took an idle node over the one a 2-GPU job
+    would fill exactly; with no idle node, the fullest, as 22.05."""
+    names = ("n1", "n2", "n3")
+    cluster = ClusterState(tuple(node(n) for n in names),
+                           (("n1", FAIR.times(6)), ("n2", FAIR.times(4))))
+    (s,) = main_pass([job(1, 2, 60, names=names)], cluster, 0.0, idle_first=True)
+    assert s.placement == (("n3", 2),)
+    full = ClusterState(tuple(node(n) for n in names),
+                        (("n1", FAIR.times(6)), ("n2", FAIR.times(4)), ("n3", FAIR.times(1))))
+    (s,) = main_pass([job(1, 2, 60, names=names)], full, 0.0, idle_first=True)
+    assert s.placement == (("n1", 2),)
+    (s,) = backfill_pass([job(1, 2, 60, names=names)], cluster, [], 0.0, idle_first=True)
+    assert s.placement == (("n3", 2),)

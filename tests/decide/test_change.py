@@ -16,7 +16,14 @@ from synergy_slurm.controller.actions import (
 )
 from synergy_slurm.controller.classify import classify
 from synergy_slurm.core import Allocation, PerGpu, Plan
-from synergy_slurm.decide import Change, JobFacts, what_synergy_changes
+from synergy_slurm.decide import (
+    Change,
+    JobFacts,
+    PendingView,
+    Step,
+    reconcile,
+    what_synergy_changes,
+)
 from synergy_slurm.hook.rules import decide
 from synergy_slurm.hook.sbatch_args import submission_from_args
 from synergy_slurm.hook.table import HookTable
@@ -177,3 +184,14 @@ def test_a_job_slurm_spread_over_nodes_is_judged_by_what_it_asked():
     asked_two = export_line(["--gpus=8", "-N", "2", "--comment=synergy:profile=res18"], 301)
     (job2,), _ = parse_history_text(header + "\n" + asked_two)
     assert job_change(job2, {}, True).change is Change.LEAVE
+
+
+def test_a_job_synergy_requeued_is_not_lowered_before_it_runs_again():
+    """On 26.05 a job requeued into 9 cores was lowered to 3 while it waited for the room
+    the plan no longer saw, and restarted slower than it had run: the requeue's restart
+    was paid for the larger share, so the rule keeps it (raising stays allowed)."""
+    nine = PerGpu(9, 62.5)
+    assert reconcile(PendingView(False, nine), PerGpu(3, 62.5), True).step is Step.LOWER
+    assert reconcile(PendingView(False, nine, requeued=True), PerGpu(3, 62.5), True) is None
+    got = reconcile(PendingView(False, nine, requeued=True), PerGpu(12, 125.0), True)
+    assert got is not None and got.step is Step.RAISE

@@ -24,7 +24,7 @@ ALLOCATOR_NAMES = tuple(ALLOCATORS)
 
 
 def get_allocator(name: str, placement: str | None = None,
-                  opt_time_limit_s: float = 1.5) -> Allocator:
+                  opt_time_limit_s: float = 1.5, keeps_room: bool = False) -> Allocator:
     """A new allocator by name (``ALLOCATORS``: proportional, greedy, tune-ref, tune,
     tune-plus, opt).
 
@@ -34,7 +34,9 @@ def get_allocator(name: str, placement: str | None = None,
     is the reference's TUNE rule for rule (tune_ref.py: used to reproduce the paper).
     ``placement`` (ledger.PLACEMENTS) overrides how GPUs are chosen: each allocator's
     default is the one it measured best with (tune-ref: the reference's "first-free").
-    ``opt_time_limit_s``: OPT's wall-time safety net.
+    ``opt_time_limit_s``: OPT's wall-time safety net. ``keeps_room``: a share above the
+    proportional one leaves its servers' other free GPUs their proportional room
+    (``Allocator.keeps_room``: where running jobs cannot be lowered, i.e. on Slurm).
     """
     try:
         make = ALLOCATORS[name.lower()]
@@ -47,6 +49,7 @@ def get_allocator(name: str, placement: str | None = None,
             raise ValueError(f"unknown placement {placement!r}; choose from "
                              f"{', '.join(PLACEMENTS)}")
         alloc.placement = placement
+    alloc.keeps_room = keeps_room
     return alloc
 
 
