@@ -14,10 +14,10 @@ bash scripts/bootstrap-python.sh
 # Strict types on the pure core, the Slurm adapter and the controller ([tool.mypy]).
 .venv/bin/mypy
 # The real-Slurm tests mostly wait on Slurm (the CPUs idle about 90% of a pass), so each
-# release's passes (the system's, then each in SYNERGY_TEST_RELEASES; two halves each for
-# the whole suite) run beside each other and beside the unit tests, which keep one CPU
-# busy, each in its own slot (tests/conftest.py: own cluster directories, ports and job
-# ids); a pass's output is printed when it has ended. --durations: where the time goes, in every log (the CI budget is 25 minutes).
+# release's pass (the system's, then each in SYNERGY_TEST_RELEASES) runs beside the others
+# and beside the unit tests, which keep one CPU busy, each in its own slot (tests/conftest.py:
+# own cluster directories, ports and job ids); a pass's output is printed when it has
+# ended. --durations: where the time goes, in every log (the CI budget is 25 minutes).
 # The test users exist before the passes and go after the last (a pass that removed the
 # users it made would pull them from under the others).
 made_users=()
@@ -45,7 +45,7 @@ release_pass() {   # SLOT RELEASE [pytest arguments]
     local slot=$1 release=$2
     shift 2
     if [ "$release" = 24.11 ] && [ -f "$pyslurm_src" ] && [ "$(id -u)" = 0 ] \
-            && [ "${SYNERGY_SKIP_SLURM:-}" != 1 ] && wants_pyslurm "$@"; then
+            && [ "${SYNERGY_SKIP_SLURM:-}" != 1 ]; then
         echo "== pyslurm for Slurm 24.11 in $cache/24.11"
         local start=$SECONDS
         .venv/bin/synergy dev-cluster venv --slurm 24.11 --cache "$cache" \
@@ -56,41 +56,10 @@ release_pass() {   # SLOT RELEASE [pytest arguments]
         -m "slurm and not timing" --durations=10 -p no:cacheprovider \
         --basetemp="$logs/tmp-$slot" "$@"
 }
-# A pass given files runs pyslurm's only when they include its file.
-wants_pyslurm() {
-    local arg files=0
-    for arg in "$@"; do
-        case "$arg" in
-            *test_pyslurm_on_slurm.py) return 0 ;;
-            *_on_slurm.py) files=1 ;;
-        esac
-    done
-    [ "$files" = 0 ]
-}
-# The whole suite (no arguments): each release's real-Slurm files in two halves, each half
-# a pass on its own cluster (slot), so that no pass is the 14-minute long pole it was; the
-# pyslurm file goes with the first half. With arguments (a filter, a file): one pass per
-# release, as given.
-shards=("")
-if [ $# -eq 0 ]; then
-    mapfile -t slurm_files < <(find tests -name '*_on_slurm.py' \
-        ! -name test_pyslurm_on_slurm.py | sort)
-    halves=("tests/controller/test_pyslurm_on_slurm.py" "")
-    for j in "${!slurm_files[@]}"; do
-        halves[$((j % 2))]+=" ${slurm_files[$j]}"
-    done
-    shards=("${halves[@]}")
-fi
 passes=(system "${releases[@]}")
-names=()
 for i in "${!passes[@]}"; do
-    for s in "${!shards[@]}"; do
-        slot=$((i * ${#shards[@]} + s))
-        # shellcheck disable=SC2086  # a half is a list of file names without spaces
-        release_pass "$slot" "${passes[$i]}" ${shards[$s]} "$@" > "$logs/$slot.log" 2>&1 &
-        pids+=($!)
-        names+=("${passes[$i]}${shards[$s]:+, half $((s + 1)) of ${#shards[@]}}")
-    done
+    release_pass "$i" "${passes[$i]}" "$@" > "$logs/$i.log" 2>&1 &
+    pids+=($!)
 done
 # A pass's code counts unless it is 0, or 5 ("no tests selected") under a caller's filter.
 no_tests_ok() { [ "$1" -eq 0 ] || { [ "$1" -eq 5 ] && [ $# -gt 1 ]; }; }
@@ -98,10 +67,10 @@ rc=0
 echo "== the unit, property and command tests (beside the real-Slurm passes)" >&2
 .venv/bin/python -m pytest -m "not slurm and not timing" --durations=15 "$@" || rc=$?
 no_tests_ok "$rc" "$@" && rc=0
-for i in "${!names[@]}"; do
+for i in "${!passes[@]}"; do
     pass_rc=0
     wait "${pids[$i]}" || pass_rc=$?
-    echo "== the real-Slurm tests on Slurm ${names[$i]} (beside the unit tests)" >&2
+    echo "== the real-Slurm tests on Slurm ${passes[$i]} (beside the unit tests)" >&2
     cat "$logs/$i.log"
     no_tests_ok "$pass_rc" "$@" || { [ "$rc" -ne 0 ] || rc=$pass_rc; }
 done

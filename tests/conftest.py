@@ -55,10 +55,9 @@ def paper_profiles(profiles_path: Path):
 
 
 # -- the real Slurm cluster ----------------------------------------------------------------
-# scripts/test.sh runs two passes per Slurm release side by side, each with half the files
-# (the real-Slurm tests mostly wait on Slurm, not on the CPUs): each pass is a slot
-# (SYNERGY_TEST_SLOT 0-5) whose clusters get their own directories and ports, 2000 apart,
-# so that they never meet.
+# scripts/test.sh runs one pass per Slurm release side by side (the real-Slurm tests mostly
+# wait on Slurm, not on the CPUs): each pass is a slot (SYNERGY_TEST_SLOT 0, 1, 2) whose
+# clusters get their own directories and ports, 2000 apart, so that they never meet.
 TEST_SLOT = int(os.environ.get("SYNERGY_TEST_SLOT", "0"))
 
 
