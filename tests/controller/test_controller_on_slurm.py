@@ -393,10 +393,13 @@ def test_the_closed_loop_catches_a_key_that_sleeps_and_not_an_honest_one(env):
     assert used[sleeper]["used_cpus"] < 0.5 and used[sleeper]["granted_cpus"] == 12
     busy = used[burner]
     assert busy["granted_cpus"] == 4
-    # It kept busy most of what it could get on this host (all 4 cores, or fewer where the
-    # host was short: its own 2 cores, shared with the other runnable tasks).
+    # It kept busy a good part of what it could get on this host (all 4 cores, or fewer
+    # where the host was short: its own 2 cores, shared with the other runnable tasks).
+    # "Could" comes from the 1-minute load average, which lags a job that started seconds
+    # ago, so it reads high under CI's load (0.65 cores used of 1.72 "could" seen with three
+    # release passes beside the unit tests): a third, and far above the sleeper's.
     could = min(4.0, busy["could_cpus"] or 4.0)
-    assert busy["used_cpus"] > 0.5 * could, busy
+    assert busy["used_cpus"] > max(0.3 * could, 20 * used[sleeper]["used_cpus"]), busy
     audit = [json.loads(x) for x in (tmp / "audit.jsonl").read_text().splitlines()]
     [mark] = [a for a in audit if a["action"] == "suspect"]
     assert mark["user"] == "root" and mark["reason"].startswith("1 job(s)")
