@@ -20,7 +20,9 @@ What ``synergy whatif`` and ``synergy simulate --no-preempt`` replay, in continu
   known ones their ideal share, capped at a node. Every ``controller_interval_s`` the
   controller plans the pending jobs of every pool (``core.plan_pools``, the call the real
   controller makes) into what is free: a held job it plans is given its share and
-  released (Slurm sees it ``release_delay_s`` later), a visible one is raised (or lowered
+  released (Slurm sees it ``release_delay_s`` later; the controller's next rounds see it
+  pending in Slurm's queue already, so they plan it first and give its GPUs to no other
+  held job), a visible one is raised (or lowered
   where the release honours it, never a job it requeued before it runs again); held jobs
   are invisible to Slurm's backfill. It plans as the controller does, keeping room for
   the GPUs jobs wait for (``Allocator.keeps_room``: a running job is never lowered). It
@@ -169,6 +171,9 @@ class _Model:
         self.waiting: dict[int, _Run] = {}
         self.visible: dict[int, _Run] = {}       # waiting, not held, eligible: Slurm's queue
         self._soon: list[tuple[float, int]] = []  # (eligible time, job) still to come
+        # Jobs the controller released (or requeued) that Slurm starts only after the
+        # release delay: pending in Slurm's queue for the controller's next round already.
+        self.released: set[int] = set()
         self._ends: list[tuple[float, int]] = []  # (end, job) of running jobs (some stale)
         self.running: dict[int, _Run] = {}
         self.seen: list[_Run] = []
@@ -433,6 +438,7 @@ class _Model:
             run = self.waiting.get(jid)
             if run is not None and not run.held and run.eligible_at == when:
                 self.visible[jid] = run
+                self.released.discard(jid)
                 came = True
         return came
 
@@ -496,7 +502,8 @@ class _Model:
         # Each pool's pending jobs (held, or in Slurm's queue) and running ones synergy
         # manages, by GPU type, grouped as the controller groups them (decide.by_pool).
         jobs = [(r, False) for r in self.waiting.values()
-                if (r.held or r.trace.job_id in self.visible) and _change(r) is not Change.LEAVE]
+                if (r.held or r.trace.job_id in self.visible or r.trace.job_id in self.released)
+                and _change(r) is not Change.LEAVE]
         if self.rule.budget or self.cfg.shrink_memory:
             jobs += [(r, True) for r in self.running.values() if _change(r) is not Change.LEAVE]
         groups: list[PoolJobs] = []
@@ -536,6 +543,7 @@ class _Model:
         if run.held:
             run.held = False
             run.eligible_at = t + self.cfg.release_delay_s
+            self.released.add(run.trace.job_id)
             self._to_slurm(run, t)
             return
         self._updated = True
@@ -568,6 +576,7 @@ class _Model:
         run.restarts += 1
         run.requeued_at = t
         self.waiting[run.trace.job_id] = run
+        self.released.add(run.trace.job_id)
         self._to_slurm(run, t)
         self._updated = True
 

@@ -99,6 +99,20 @@ def test_the_controller_releases_held_jobs_on_its_rounds_after_the_release_delay
     assert got[2].start == 3.0
 
 
+def test_a_job_the_controller_released_is_pending_to_its_next_round():
+    # A (6 GPUs) is released at its arrival and Slurm starts it after the release delay;
+    # the round in between sees it pending, as the controller sees it in Slurm's queue, so
+    # B (8 GPUs) is not released into A's GPUs. Released early, B would wait in Slurm's
+    # queue and keep C (2 GPUs, long limit) from the 2 GPUs A leaves free until B ran
+    # (seed 17 of e2e_whatif on the mixed site: the forecast's 4-GPU A100 jobs so waited
+    # in Slurm and started 90 s before they did for real).
+    trace = [job(1, 0, 6, 300), job(2, 1, 8, 100), job(3, 5, 2, 100, limit=2000)]
+    got = run(trace, "tune", controller_interval_s=1.0, release_delay_s=2.0)
+    assert got[1].start == 2.0
+    assert got[3].start == 7.0                 # released at its arrival's round, beside A
+    assert got[2].start == pytest.approx(got[1].finish + 2.0)   # held until A ended
+
+
 def test_held_jobs_are_invisible_to_slurms_backfill():
     # On 22.05 every managed job is held: the controller, not Slurm, decides who goes
     # (TUNE's admission in policy order, skipping what does not fit); without synergy
