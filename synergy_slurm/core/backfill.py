@@ -15,8 +15,9 @@ Slurm starts jobs in two passes (SchedMD's sched_config.html):
   nodes, or does not touch them.
 
 Both place a job as cons_tres does: on the node with the fewest free GPUs that holds it
-whole (from 24.11 an idle node that holds it first: ``idle_first``), else spread over the
-fullest nodes (``--gpus=N``), or on whole nodes of its per-node GPUs (``--gres=gpu:k``).
+whole (from 24.11 an idle node that holds it first: ``idle_first``), else spread from the
+nodes with the most GPUs it can use (``--gpus=N``: :func:`most_gpus_first`), or on whole
+nodes of its per-node GPUs (``--gres=gpu:k``).
 Pure: times are the caller's, nothing is read.
 """
 
@@ -27,7 +28,6 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from .ledger import spread
 from .resources import MEM_EPS, ClusterState, PerGpu, Resources
 
 # slurm.conf's defaults: bf_max_job_test (jobs tested per backfill pass) and bf_window
@@ -148,7 +148,9 @@ class _Timeline:
             whole = sorted(idle) + whole
         if whole:
             return {whole[0]: job.gpus}
-        return spread(fullest, rooms.__getitem__, job.gpus)
+        cpus = {i: self.free_at(i, t)[1] for i in mine}
+        return most_gpus_first(len(self.names), rooms, cpus, job.gpus,
+                               job.share.cpus * job.gpus)
 
     def start(self, job: Waiting, placement: dict[int, int]) -> None:
         for i, n in placement.items():
@@ -170,6 +172,72 @@ class _Timeline:
 
     def named(self, placement: dict[int, int]) -> tuple[tuple[str, int], ...]:
         return tuple((self.names[i], n) for i, n in sorted(placement.items()))
+
+
+@dataclass
+class _Run:
+    """Consecutive nodes (in the cluster's order) that hold as many of a job's GPUs each:
+    what cons_tres's _eval_nodes calls a set of consecutive nodes of one weight."""
+
+    nodes: list[int]
+    gpus: int          # each node's usable GPUs (capped at the job's)
+    cpus: float        # the set's free cores together
+
+    def holds(self, gpus: int, cpus: float, room: Mapping[int, int]) -> bool:
+        return sum(room[i] for i in self.nodes) >= gpus and self.cpus >= cpus
+
+
+def most_gpus_first(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[int, float],
+                    gpus: int, cpus: float) -> dict[int, int] | None:
+    """Where cons_tres spreads a ``--gpus=N`` job that no node holds whole (22.05 to
+    26.05, select/cons_tres job_test.c): a node's scheduling weight falls with the GPUs
+    the job could use there ("Favor nodes with more co-located GPUs", the low byte of
+    sched_weight is 0xff minus that count, capped at the job's GPUs), and _eval_nodes
+    takes runs of consecutive nodes of one weight, the lightest first: the nodes with the
+    most usable GPUs, not the fullest. Among runs of one weight the first that holds what
+    is left wins, then one that holds it with fewer free cores (the tightest), and, while
+    none holds it, the one with the most cores. In the chosen run a single node that holds
+    the rest takes it (the fewest free cores), else its nodes in order. ``room``: the GPUs
+    at the job's share each candidate node holds (absent or 0: not a candidate);
+    ``free_cpus``: its free cores; ``cpus``: the cores the job asks for in all."""
+    cap = {i: min(room.get(i, 0), gpus) for i in range(n_nodes)}
+    runs: list[_Run] = []
+    for i in range(n_nodes):
+        if cap[i] <= 0:
+            continue
+        last = runs[-1] if runs else None
+        if last is not None and last.nodes[-1] == i - 1 and last.gpus == cap[i]:
+            last.nodes.append(i)
+            last.cpus += free_cpus[i]
+        else:
+            runs.append(_Run([i], cap[i], free_cpus[i]))
+    out: dict[int, int] = {}
+    left, cpus_left = gpus, cpus
+    while left > 0 and runs:
+        best = _best_run(runs, left, cpus_left, cap)
+        runs.remove(best)
+        single = [i for i in best.nodes if cap[i] >= left]
+        take = [min(single, key=lambda i: free_cpus[i])] if single else best.nodes
+        for i in take:
+            k = min(cap[i], left)
+            out[i] = k
+            left -= k
+            cpus_left -= free_cpus[i]
+            if left == 0:
+                break
+    return out if left == 0 else None
+
+
+def _best_run(runs: Sequence[_Run], gpus: int, cpus: float, room: Mapping[int, int]) -> _Run:
+    """_eval_nodes' choice of the next set (most_gpus_first's docstring)."""
+    best, best_holds = runs[0], runs[0].holds(gpus, cpus, room)
+    for run in runs[1:]:
+        holds = run.holds(gpus, cpus, room)
+        if run.gpus > best.gpus or (run.gpus == best.gpus and (
+                (holds and not best_holds) or (holds and run.cpus < best.cpus)
+                or (not holds and run.cpus > best.cpus))):
+            best, best_holds = run, holds
+    return best
 
 
 def main_pass(queue: Iterable[Waiting], cluster: ClusterState, now: float,

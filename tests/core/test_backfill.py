@@ -86,3 +86,30 @@ def test_from_24_11_an_idle_node_that_holds_the_job_goes_first():
     assert s.placement == (("n1", 2),)
     (s,) = backfill_pass([job(1, 2, 60, names=names)], cluster, [], 0.0, idle_first=True)
     assert s.placement == (("n3", 2),)
+
+
+def test_a_job_no_node_holds_goes_to_the_nodes_with_the_most_usable_gpus_first():
+    """cons_tres weighs each node by the GPUs the job could use there ("Favor nodes with
+    more co-located GPUs", job_test.c, 22.05 to 26.05) and takes the lightest first, then
+    the tightest that holds the rest. Both placements of e2e_whatif's 8-GPU w13 (mixed
+    site, seed 17, 22.05) in the partition over both kinds of node: a1 full, a2 idle."""
+    a = [Server(n, Resources(4, 64, 512.0)) for n in ("a1", "a2")]
+    h = [Server(n, Resources(8, 96, 2000.0)) for n in ("h1", "h2")]
+    names = frozenset(s.name for s in (*a, *h))
+
+    def placed(share, used):
+        cluster = ClusterState((*a, *h), tuple(used.items()))
+        (s,) = main_pass([Waiting(1, 8, share, 300, "all", names)], cluster, 0.0)
+        return dict(s.placement)
+
+    # Synergy's run: 1 core per GPU; h1 has 5 GPUs free, h2 and a2 4 each. h1 first, then
+    # h2, which holds the 3 left with fewer free cores than a2: a2 stays free for the
+    # A100 partition (the fullest-first rule took a2 + h2).
+    assert placed(PerGpu(1, 20.0), {"a1": Resources(4, 16, 142.5),
+                                    "h1": Resources(3, 21, 437.5),
+                                    "h2": Resources(4, 48, 500.0)}) == {"h1": 5, "h2": 3}
+    # The plain run: 8 cores per GPU; h1 has 3 free, a2 and h2 4 each: a2 (more cores),
+    # then h2, two nodes (the fullest-first rule took three: h1 3, a2 4, h2 1).
+    assert placed(PerGpu(8, 64.0), {"a1": Resources(4, 64, 512.0),
+                                    "h1": Resources(5, 48, 692.0),
+                                    "h2": Resources(4, 48, 1000.0)}) == {"a2": 4, "h2": 4}
