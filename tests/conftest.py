@@ -55,9 +55,10 @@ def paper_profiles(profiles_path: Path):
 
 
 # -- the real Slurm cluster ----------------------------------------------------------------
-# scripts/test.sh runs one pass per Slurm release side by side (the real-Slurm tests mostly
-# wait on Slurm, not on the CPUs): each pass is a slot (SYNERGY_TEST_SLOT 0, 1, 2) whose
-# clusters get their own directories and ports, 2000 apart, so that they never meet.
+# scripts/test.sh runs the passes of every Slurm release side by side (the real-Slurm tests
+# mostly wait on Slurm, not on the CPUs): each pass is a slot (SYNERGY_TEST_SLOT 0-5: one
+# per release, then one per release for the PyTorch and demo files) whose clusters get
+# their own directories and ports, 2000 apart, so that they never meet.
 TEST_SLOT = int(os.environ.get("SYNERGY_TEST_SLOT", "0"))
 
 

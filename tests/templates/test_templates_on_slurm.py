@@ -57,7 +57,7 @@ def test_template_checkpoints_on_requeue_and_resumes(template, ranks, slurm_clus
     assert "Requeue=1" in fields and "synergy:requeue-ok" in fields
     wait_log(log, r"step 100/300")
     slurm_cli.run("scontrol", ["requeue", str(jid)])
-    wait_for(slurm_cli, jid, {"COMPLETED"}, timeout_s=180)
+    wait_for(slurm_cli, jid, {"COMPLETED"}, timeout_s=300)
     text = log.read_text()
     print(f"\n{template}: " + " | ".join(
         ln for ln in text.splitlines() if re.match(r"(signal|resumed|finished|job )", ln)))
