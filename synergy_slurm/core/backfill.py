@@ -14,10 +14,11 @@ Slurm starts jobs in two passes (SchedMD's sched_config.html):
   So a lower-priority job only goes ahead where it ends before the higher ones need its
   nodes, or does not touch them.
 
-Both place a job as cons_tres does: on the node with the fewest free GPUs that holds it
-whole (from 24.11 an idle node that holds it first: ``idle_first``), else spread from the
-nodes with the most GPUs it can use (``--gpus=N``: :func:`most_gpus_first`), or on whole
-nodes of its per-node GPUs (``--gres=gpu:k``).
+Both place a job as cons_tres does: a ``--gpus=N`` job by _eval_nodes' choice
+(:func:`eval_nodes`: the nodes with the most GPUs it can use, in runs of consecutive
+nodes, the tightest run, in it the node with the fewest free cores that holds it whole,
+else spread; from 24.11 an idle node that holds it first: ``idle_first``), a
+``--gres=gpu:k`` job on whole nodes of its per-node GPUs.
 Pure: times are the caller's, nothing is read.
 """
 
@@ -136,21 +137,19 @@ class _Timeline:
             return None
         mine = list(gpus_at)
         rooms = {i: self.room(i, job.share, t, job.limit_s) for i in mine}
-        fullest = sorted(mine, key=lambda i: (gpus_at[i], self.names[i]))
         if job.gpus_per_node:
             k = job.gpus_per_node
+            fullest = sorted(mine, key=lambda i: (gpus_at[i], self.names[i]))
             nodes = [i for i in fullest if rooms[i] >= k][:job.gpus // k]
             return {i: k for i in nodes} if len(nodes) * k == job.gpus else None
-        whole = [i for i in fullest if rooms[i] >= job.gpus]
         if self.idle_first:
-            # 24.11 and later: an idle node that holds the job before the fullest one.
-            idle = [i for i in whole if gpus_at[i] == self.cap_gpus[i]]
-            whole = sorted(idle) + whole
-        if whole:
-            return {whole[0]: job.gpus}
+            # 24.11 and later: an idle node that holds the job goes first.
+            idle = sorted(i for i in mine if rooms[i] >= job.gpus
+                          and gpus_at[i] == self.cap_gpus[i])
+            if idle:
+                return {idle[0]: job.gpus}
         cpus = {i: self.free_at(i, t)[1] for i in mine}
-        return most_gpus_first(len(self.names), rooms, cpus, job.gpus,
-                               job.share.cpus * job.gpus)
+        return eval_nodes(len(self.names), rooms, cpus, job.gpus, job.share.cpus * job.gpus)
 
     def start(self, job: Waiting, placement: dict[int, int]) -> None:
         for i, n in placement.items():
@@ -187,18 +186,21 @@ class _Run:
         return sum(room[i] for i in self.nodes) >= gpus and self.cpus >= cpus
 
 
-def most_gpus_first(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[int, float],
-                    gpus: int, cpus: float) -> dict[int, int] | None:
-    """Where cons_tres spreads a ``--gpus=N`` job that no node holds whole (22.05 to
-    26.05, select/cons_tres job_test.c): a node's scheduling weight falls with the GPUs
-    the job could use there ("Favor nodes with more co-located GPUs", the low byte of
-    sched_weight is 0xff minus that count, capped at the job's GPUs), and _eval_nodes
-    takes runs of consecutive nodes of one weight, the lightest first: the nodes with the
+def eval_nodes(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[int, float],
+               gpus: int, cpus: float) -> dict[int, int] | None:
+    """Where cons_tres puts a ``--gpus=N`` job (22.05 to 26.05, select/cons_tres
+    job_test.c): a node's scheduling weight falls with the GPUs the job could use there
+    ("Favor nodes with more co-located GPUs", the low byte of sched_weight is 0xff minus
+    that count, capped at the job's GPUs), and _eval_nodes takes runs of consecutive nodes
+    of one weight, the lightest first: the nodes that hold it whole, else those with the
     most usable GPUs, not the fullest. Among runs of one weight the first that holds what
     is left wins, then one that holds it with fewer free cores (the tightest), and, while
     none holds it, the one with the most cores. In the chosen run a single node that holds
-    the rest takes it (the fewest free cores), else its nodes in order. ``room``: the GPUs
-    at the job's share each candidate node holds (absent or 0: not a candidate);
+    the rest takes it (the fewest free cores), else its nodes in order. So a job that fits
+    whole goes to the tightest node of the tightest run, which need not be the node with
+    the fewest free GPUs (#42: of the saved 22.05 e2e_whatif runs' single-node starts
+    where several nodes held the job, 80 of 81, fewest free GPUs 69). ``room``: the
+    GPUs at the job's share each candidate node holds (absent or 0: not a candidate);
     ``free_cpus``: its free cores; ``cpus``: the cores the job asks for in all."""
     cap = {i: min(room.get(i, 0), gpus) for i in range(n_nodes)}
     runs: list[_Run] = []
@@ -229,7 +231,7 @@ def most_gpus_first(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[in
 
 
 def _best_run(runs: Sequence[_Run], gpus: int, cpus: float, room: Mapping[int, int]) -> _Run:
-    """_eval_nodes' choice of the next set (most_gpus_first's docstring)."""
+    """_eval_nodes' choice of the next set (eval_nodes' docstring)."""
     best, best_holds = runs[0], runs[0].holds(gpus, cpus, room)
     for run in runs[1:]:
         holds = run.holds(gpus, cpus, room)
@@ -250,7 +252,7 @@ def main_pass(queue: Iterable[Waiting], cluster: ClusterState, now: float,
     partition (Slurm: "do not schedule more jobs in this partition or on nodes in this
     partition"): on a site whose partitions share nodes, a job waiting in one holds back
     the others' jobs there until the backfill pass. ``idle_first``: a job that fits whole
-    on an idle node goes there before the fullest node (24.11 and later)."""
+    on an idle node goes there before any other (24.11 and later)."""
     line = _Timeline(cluster, (), now, idle_first)
     nodes_of = partitions if isinstance(partitions, Mapping) else {}
     blocked: set[str] = set()

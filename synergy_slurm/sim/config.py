@@ -98,7 +98,7 @@ class SlurmConfig(SimConfig):
     release_delay_s: float = 0.0
     lowers_pending: bool = False
     bf_max_job_test: int = BF_MAX_JOB_TEST
-    # cons_tres puts a job that fits whole on an idle node there before the fullest node
+    # cons_tres puts a job that fits whole on an idle node there before any other node
     # (24.11 and later: Release.prefers_idle_node; core.backfill).
     idle_first: bool = False
     # The hook's [hook] hold_known / hold_unknown (known profiles are never held where the

@@ -58,8 +58,9 @@ class Release:
     @property
     def prefers_idle_node(self) -> bool:
         """cons_tres puts a ``--gpus=N`` job on an idle node that holds it whole before
-        the node it would fill (22.05 takes the fullest; with no idle node, 24.11 and 26.05
-        do too): tests/slurm/test_release_facts_on_slurm.py::test_where_cons_tres_puts_gpu_jobs."""
+        the node it would fill (22.05 takes the tightest: core.backfill.eval_nodes; with no
+        idle node, 24.11 and 26.05 do too):
+        tests/slurm/test_release_facts_on_slurm.py::test_where_cons_tres_puts_gpu_jobs."""
         return self.at_least(24, 11)
 
     @property

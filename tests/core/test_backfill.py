@@ -72,6 +72,30 @@ def test_placement_is_cons_tres_best_fit_then_spread_and_whole_nodes_per_node():
     assert main_pass([job(1, 4, 60, names=names, per_node=4)], full, 0.0) == []
 
 
+def test_a_job_that_fits_whole_goes_to_the_tightest_run_then_the_fewest_free_cores():
+    """cons_tres's _eval_nodes places a job that fits whole as it spreads one (runs of
+    consecutive nodes of one weight, the tightest run, in it the node with the fewest free
+    cores), not on the node with the fewest free GPUs. Two real 22.05 starts of
+    e2e_whatif's paper seed 17 (#42), both of which the fewest-free-GPUs rule put
+    elsewhere."""
+    names = ("n1", "n2", "n3", "n4")
+
+    def placed(share, gpus, used):
+        cluster = ClusterState(tuple(node(n) for n in names), tuple(used.items()))
+        (s,) = main_pass([Waiting(1, gpus, share, 300, "gpu", frozenset(names))], cluster,
+                         0.0)
+        return s.placement
+
+    # Synergy's w10 (1 GPU at 6 cores): n2 has 3 GPUs and 10 cores free, n3 5 GPUs and
+    # 6 cores: Slurm took n3; by free GPUs n2 is the fuller.
+    assert placed(PerGpu(6, 62.5), 1, {"n1": Resources(8, 8, 160.0),
+                                       "n2": Resources(5, 14, 227.5),
+                                       "n3": Resources(3, 18, 437.5)}) == (("n3", 1),)
+    # The plain window's w12 (4 GPUs): n1 idle, n2 1 GPU free, n3 5, n4 idle. n1 alone is
+    # a tighter run than n3 with n4 beside it: Slurm took n1; by free GPUs n3.
+    assert placed(FAIR, 4, {"n2": FAIR.times(7), "n3": FAIR.times(3)}) == (("n1", 4),)
+
+
 def test_from_24_11_an_idle_node_that_holds_the_job_goes_first():
     """docs/slurm-notes.md: 24.11 and 26.05 took an idle node over the one a 2-GPU job
     would fill exactly; with no idle node, the fullest, as 22.05."""
