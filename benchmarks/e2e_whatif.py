@@ -22,8 +22,8 @@ Every real figure is Slurm's own record: a job's JCT runs from its submission to
 Needs root. About 2 x 6 minutes a seed. The two windows' ``sacct --json`` exports are kept
 in --out (default /tmp/synergy-e2e-whatif; --out/seedN with several seeds) as plain.json
 and synergy.json, with runs.json
-(the run's settings) and the controller's audit.jsonl, so the comparison can be run again
-without the runs.
+(the run's settings), the controller's audit.jsonl and each job's output (outputs/PHASE/),
+so the comparison can be run again without the runs.
 """
 
 from __future__ import annotations
@@ -170,6 +170,17 @@ def check_ran(jobs: list[BenchJob], path: Path) -> None:
                          f"their outputs are in the run's work directory")
 
 
+def keep_outputs(work: Path, out: Path) -> None:
+    """Each job's output, kept in ``out``/outputs/PHASE: its first line says the share
+    the job read on its node, where a run slower than its shape gives is explained (the
+    export holds only a spread job's totals: #42's w19)."""
+    for phase in ("plain", "synergy"):
+        dest = out / "outputs" / phase
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in (work / phase).glob("job*.out"):
+            shutil.copyfile(f, dest / f.name)
+
+
 def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
     """The two real runs; their sacct exports written to ``plain`` and ``synergy_run``."""
     profiles = load_profiles(profiles_path)
@@ -209,6 +220,7 @@ def runs(args, profiles_path: Path, plain: Path, synergy_run: Path) -> dict:
         audit = work / "audit.jsonl"
         synergy_run.with_name("audit.jsonl").write_text(
             audit.read_text() if audit.exists() else "")
+        keep_outputs(work, synergy_run.parent)
     finally:
         devcluster.down(spec)
         shutil.rmtree(work, ignore_errors=True)
