@@ -10,9 +10,12 @@ Slurm starts jobs in two passes (SchedMD's sched_config.html):
   ``bf_max_job_test`` jobs, on a timeline of when the running jobs end *by their time
   limits* (Slurm cannot know sooner). A job starts if it fits now and, for its whole time
   limit, leaves room for every reservation made before it; a job that cannot start
-  reserves its resources from the earliest time they are all free (within ``bf_window``).
-  So a lower-priority job only goes ahead where it ends before the higher ones need its
-  nodes, or does not touch them.
+  reserves its nodes from the earliest time it fits (within ``bf_window``): the whole
+  nodes, not the cores and GPUs it would use there (backfill.c's node_space is a node
+  bitmap per time slot; _add_reservation takes a job's nodes out of it, in 22.05 as in
+  26.05). So a lower-priority job only goes ahead where it ends before the higher ones
+  need its nodes, or does not touch them, even where they would leave it room (#42: on
+  one node of 2 GPUs and 4 cores, a 1-core job waited behind a 3-core one for as long).
 
 Both place a job as cons_tres does: a ``--gpus=N`` job by _eval_nodes' choice
 (:func:`eval_nodes`: the nodes with the most GPUs it can use, in runs of consecutive
@@ -94,8 +97,7 @@ class _Timeline:
         self.cap_gpus = [s.capacity.gpus for s in cluster.servers]
         self.free = [[r.gpus, r.cpus, r.mem_gb] for r in cluster.free()]
         self.releases: list[list[tuple[float, int, int, float]]] = [[] for _ in self.names]
-        self.reserved: list[list[tuple[float, float, int, int, float]]] = [
-            [] for _ in self.names]
+        self.reserved: list[list[tuple[float, float]]] = [[] for _ in self.names]
         for b in busy:
             i = self.index.get(b.server)
             if i is not None and b.until > now:
@@ -107,27 +109,21 @@ class _Timeline:
         for when, dg, dc, dm in self.releases[i]:
             if when <= t:
                 g, c, m = g + dg, c + dc, m + dm
-        for t0, t1, dg, dc, dm in self.reserved[i]:
-            if t0 <= t < t1:
-                g, c, m = g - dg, c - dc, m - dm
         return [g, c, m]
 
     def room(self, i: int, share: PerGpu, t: float, d: float) -> int:
         """How many GPUs at ``share`` fit on server ``i`` from ``t`` for ``d`` seconds
         (to the end of the ``BF_RESOLUTION_S`` slot it ends in, as Slurm plans it)."""
         end = _slot_end(t, d)
-        checks = [t] + [t0 for t0, _, _, _, _ in self.reserved[i]
-                        if t < t0 and _slot(t0) <= end]
-        best = self.cap_gpus[i]
-        for when in checks:
-            g, c, m = self.free_at(i, when)
-            k = int(g)
-            if share.cpus > 0:
-                k = min(k, int(c // share.cpus))
-            if share.mem_gb > 0:
-                k = min(k, math.floor((m + MEM_EPS) / share.mem_gb))
-            best = min(best, k)
-        return max(0, best)
+        if any(t0 <= t < t1 or (t < t0 and _slot(t0) <= end) for t0, t1 in self.reserved[i]):
+            return 0            # a higher-priority job's node for part of that time
+        g, c, m = self.free_at(i, t)
+        k = int(g)
+        if share.cpus > 0:
+            k = min(k, int(c // share.cpus))
+        if share.mem_gb > 0:
+            k = min(k, math.floor((m + MEM_EPS) / share.mem_gb))
+        return max(0, k)
 
     def place(self, job: Waiting, t: float) -> dict[int, int] | None:
         """Where ``job`` fits from ``t`` for its time limit, as cons_tres places it."""
@@ -159,14 +155,13 @@ class _Timeline:
             self.releases[i].append((self.now + job.limit_s, r.gpus, r.cpus, r.mem_gb))
 
     def reserve(self, job: Waiting, placement: dict[int, int], t: float) -> None:
-        for i, n in placement.items():
-            r = job.share.times(n)
-            self.reserved[i].append((t, t + job.limit_s, r.gpus, r.cpus, r.mem_gb))
+        for i in placement:
+            self.reserved[i].append((t, t + job.limit_s))
 
     def times_after(self) -> list[float]:
         """When anything is given back: the candidate start times of a reservation."""
         out = {when for rel in self.releases for when, *_ in rel if when > self.now}
-        out |= {t1 for res in self.reserved for _, t1, *_ in res if t1 > self.now}
+        out |= {t1 for res in self.reserved for _, t1 in res if t1 > self.now}
         return sorted(out)
 
     def named(self, placement: dict[int, int]) -> tuple[tuple[str, int], ...]:

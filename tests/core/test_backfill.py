@@ -47,6 +47,26 @@ def test_backfill_starts_only_what_ends_before_the_reservation():
     assert ids(backfill_pass(queue, cluster, busy, 0.0)) == [3]
 
 
+def test_a_reservation_takes_the_whole_node_not_only_what_it_uses():
+    """e2e_forecast seed 13 on 22.05 (#42): one node of 2 GPUs and 4 cores, a 3-core job
+    running (limit 30 min), another waiting for its cores: it reserves the node from the
+    first one's limit. A 1-core job (limit 30 min) would leave it room, 3 cores and a GPU,
+    but backfill's node_space is a node bitmap: the node is the reservation's for that
+    time, and the 1-core job waits (it did, 140 s, in the real run). One that ends before
+    the reservation starts still goes."""
+    one = ClusterState((Server("f", Resources(2, 4, 125.0)),),
+                       (("f", Resources(1, 3, 62.5)),))
+    busy = [Busy("f", Resources(1, 3, 62.5), 1800.0)]
+
+    def w(i, cpus, limit):
+        return Waiting(i, 1, PerGpu(cpus, 62.5), limit, "gpu", frozenset({"f"}), 0)
+
+    assert ids(backfill_pass([w(1, 3, 1800), w(2, 1, 1800)], one, busy, 33.0)) == []
+    assert ids(backfill_pass([w(1, 3, 1800), w(2, 1, 600)], one, busy, 33.0)) == [2]
+    # Without the waiting 3-core job, the 1-core one starts at once.
+    assert ids(backfill_pass([w(2, 1, 1800)], one, busy, 33.0)) == [2]
+
+
 def test_a_job_beyond_the_test_depth_is_not_backfilled():
     cluster, busy = busy_cluster(6, 1000.0)
     queue = [job(1, 8, 500), job(2, 2, 2000), job(3, 2, 100)]
