@@ -251,6 +251,27 @@ def test_where_cons_tres_puts_gpu_jobs(slurm_cli, tmp_path, release):
             "26.05": ("n4", "PENDING", "n[1-2]")}, release, (best_on, waits, spread_on))
 
 
+def test_a_backfill_reservation_takes_its_nodes_whole(slurm_cli, tmp_path, release):
+    """What the replay's backfill (core.backfill) rests on: a job waiting for cores
+    reserves its node from when it can start, and backfill's map is one of whole nodes, so
+    a lower-priority job whose time limit reaches into that reservation does not start
+    there even where it would leave the waiting job all it needs; one that ends before
+    the reservation does (#42: e2e_forecast's 1-core jobs waited behind a 3-core one)."""
+    def run(*opts: str) -> int:
+        return submit(slurm_cli, "sleep 300", "-w", "n1", "--gpus=1", *opts, "-o",
+                      "/dev/null", tmp=tmp_path)
+
+    wait_for(slurm_cli, run("--cpus-per-gpu=20", "--time=30"), {"RUNNING"})
+    waiting = run("--cpus-per-gpu=10", "--time=30")       # 4 of 24 cores left: it waits
+    reaches = run("--cpus-per-gpu=1", "--time=30", "--nice=1000")
+    ends_before = run("--cpus-per-gpu=1", "--time=2", "--nice=1000")
+    wait_for(slurm_cli, ends_before, {"RUNNING"}, 30)      # a backfill pass has run
+    time.sleep(7)                                          # and another one
+    seen = tuple(job_fields(slurm_cli, j).get("JobState") for j in (waiting, reaches))
+    expect({"22.05": ("PENDING", "PENDING"), "24.11": ("PENDING", "PENDING"),
+            "26.05": ("PENDING", "PENDING")}, release, seen)
+
+
 def test_a_slurm_admin_user_may_shape_and_release_other_users_jobs(slurm_cli, slurm_cluster,
                                                                    tmp_path, release):
     """What running the controller as a service user needs (docs/admin-guide.md, "The
