@@ -169,7 +169,7 @@ class _Timeline:
 
 
 @dataclass
-class _Run:
+class _NodeRun:
     """Consecutive nodes (in the cluster's order) that hold as many of a job's GPUs each:
     what cons_tres's _eval_nodes calls a set of consecutive nodes of one weight."""
 
@@ -198,7 +198,7 @@ def eval_nodes(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[int, fl
     GPUs at the job's share each candidate node holds (absent or 0: not a candidate);
     ``free_cpus``: its free cores; ``cpus``: the cores the job asks for in all."""
     cap = {i: min(room.get(i, 0), gpus) for i in range(n_nodes)}
-    runs: list[_Run] = []
+    runs: list[_NodeRun] = []
     for i in range(n_nodes):
         if cap[i] <= 0:
             continue
@@ -207,7 +207,7 @@ def eval_nodes(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[int, fl
             last.nodes.append(i)
             last.cpus += free_cpus[i]
         else:
-            runs.append(_Run([i], cap[i], free_cpus[i]))
+            runs.append(_NodeRun([i], cap[i], free_cpus[i]))
     out: dict[int, int] = {}
     left, cpus_left = gpus, cpus
     while left > 0 and runs:
@@ -225,7 +225,8 @@ def eval_nodes(n_nodes: int, room: Mapping[int, int], free_cpus: Mapping[int, fl
     return out if left == 0 else None
 
 
-def _best_run(runs: Sequence[_Run], gpus: int, cpus: float, room: Mapping[int, int]) -> _Run:
+def _best_run(runs: Sequence[_NodeRun], gpus: int, cpus: float,
+              room: Mapping[int, int]) -> _NodeRun:
     """_eval_nodes' choice of the next set (eval_nodes' docstring)."""
     best, best_holds = runs[0], runs[0].holds(gpus, cpus, room)
     for run in runs[1:]:
