@@ -95,7 +95,7 @@ class _Timeline:
         self.names = [s.name for s in cluster.servers]
         self.index = {n: i for i, n in enumerate(self.names)}
         self.cap_gpus = [s.capacity.gpus for s in cluster.servers]
-        self.free = [[r.gpus, r.cpus, r.mem_gb] for r in cluster.free()]
+        self.free = [[g, c, m] for g, c, m in zip(*cluster.free_columns(), strict=True)]
         self.releases: list[list[tuple[float, int, int, float]]] = [[] for _ in self.names]
         self.reserved: list[list[tuple[float, float]]] = [[] for _ in self.names]
         for b in busy:
@@ -111,13 +111,16 @@ class _Timeline:
                 g, c, m = g + dg, c + dc, m + dm
         return [g, c, m]
 
-    def room(self, i: int, share: PerGpu, t: float, d: float) -> int:
-        """How many GPUs at ``share`` fit on server ``i`` from ``t`` for ``d`` seconds
-        (to the end of the ``BF_RESOLUTION_S`` slot it ends in, as Slurm plans it)."""
-        end = _slot_end(t, d)
-        if any(t0 <= t < t1 or (t < t0 and _slot(t0) <= end) for t0, t1 in self.reserved[i]):
-            return 0            # a higher-priority job's node for part of that time
-        g, c, m = self.free_at(i, t)
+    def room(self, i: int, free: Sequence[float], share: PerGpu, t: float, d: float) -> int:
+        """How many GPUs at ``share`` fit on server ``i`` (``free``: its free_at ``t``)
+        from ``t`` for ``d`` seconds (to the end of the ``BF_RESOLUTION_S`` slot it ends
+        in, as Slurm plans it)."""
+        if self.reserved[i]:
+            end = _slot_end(t, d)
+            if any(t0 <= t < t1 or (t < t0 and _slot(t0) <= end)
+                   for t0, t1 in self.reserved[i]):
+                return 0            # a higher-priority job's node for part of that time
+        g, c, m = free
         k = int(g)
         if share.cpus > 0:
             k = min(k, int(c // share.cpus))
@@ -127,12 +130,15 @@ class _Timeline:
 
     def place(self, job: Waiting, t: float) -> dict[int, int] | None:
         """Where ``job`` fits from ``t`` for its time limit, as cons_tres places it."""
-        gpus_at = {i: g for i in (self.index[n] for n in job.servers if n in self.index)
-                   if (g := self.free_at(i, t)[0]) > 0}
+        # Each candidate's free resources at t, worked out once per placement (a replay
+        # places a job on every event: #17).
+        free = {i: f for i in (self.index[n] for n in job.servers if n in self.index)
+                if (f := self.free_at(i, t))[0] > 0}
+        gpus_at = {i: f[0] for i, f in free.items()}
         if sum(gpus_at.values()) < job.gpus:
             return None
         mine = list(gpus_at)
-        rooms = {i: self.room(i, job.share, t, job.limit_s) for i in mine}
+        rooms = {i: self.room(i, free[i], job.share, t, job.limit_s) for i in mine}
         if job.gpus_per_node:
             k = job.gpus_per_node
             fullest = sorted(mine, key=lambda i: (gpus_at[i], self.names[i]))
@@ -144,7 +150,7 @@ class _Timeline:
                           and gpus_at[i] == self.cap_gpus[i])
             if idle:
                 return {idle[0]: job.gpus}
-        cpus = {i: self.free_at(i, t)[1] for i in mine}
+        cpus = {i: free[i][1] for i in mine}
         return eval_nodes(len(self.names), rooms, cpus, job.gpus, job.share.cpus * job.gpus)
 
     def start(self, job: Waiting, placement: dict[int, int]) -> None:

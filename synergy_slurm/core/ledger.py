@@ -70,12 +70,9 @@ class Ledger:
         self.cluster = cluster
         self.fair = cluster.fair
         self.names = [s.name for s in cluster.servers]
-        free = cluster.free()
         # Free GPUs, cores and memory per server index: private, allocators ask the
         # methods below (what fits where), never the lists.
-        self._fg = [r.gpus for r in free]
-        self._fc = [r.cpus for r in free]
-        self._fm = [r.mem_gb for r in free]
+        self._fg, self._fc, self._fm = cluster.free_columns()
         self.max_gpus = cluster.max_server_gpus
         self.free_gpus = sum(self._fg)
         self.on_server: list[dict[int, int]] = [{} for _ in self.names]
