@@ -38,7 +38,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..core import (
     Allocation,
@@ -107,6 +107,19 @@ class _Run:
         ran = max(0.0, t - self.run_start)
         paid = min(ran, self.debt_s)
         return max(0.0, self.work_s - (ran - paid) * self.rate), self.debt_s - paid
+
+
+@dataclass
+class _Seen:
+    """What Slurm and the controller see of the cluster now: what running jobs and the
+    background hold per server, as a cluster and as each pool, built on the first read
+    after a change (a job or the background takes or gives back) and shared by every
+    pass and round until the next. A replay reads it several times per event; building
+    it on every read was a tenth of a large whatif's replay time (#17)."""
+
+    holdings: tuple[tuple[str, Resources], ...] | None = None
+    cluster: ClusterState | None = None
+    pools: dict[str, Pool] = field(default_factory=dict)
 
 
 @dataclass
@@ -183,6 +196,7 @@ class _Model:
         self.jobs_used: dict[str, Resources] = {}
         self.used_total = Resources()
         self.bg_used: dict[str, Resources] = {}
+        self._seen = _Seen()
         self._fits_empty: dict[tuple[str, str, int, int, PerGpu], bool] = {}
         self.finished = 0
         # Whether the controller's next round, and Slurm's next backfill pass, may find
@@ -265,6 +279,7 @@ class _Model:
             for end, server, res in self.occupied_bg:
                 if end <= t:
                     _add(self.bg_used, server, res, -1)
+                    self._seen = _Seen()
             self.occupied_bg = [b for b in self.occupied_bg if b[0] > t]
             event = True
         while inputs.bg_next < len(inputs.background) and \
@@ -273,6 +288,7 @@ class _Model:
             if o.end > t:
                 self.occupied_bg.append((o.end, o.server, o.resources))
                 _add(self.bg_used, o.server, o.resources, 1)
+                self._seen = _Seen()
             inputs.bg_next += 1
         return event
 
@@ -418,6 +434,7 @@ class _Model:
         for name, n in alloc.placement:
             _add(self.jobs_used, name, alloc.share.times(n), sign)
         self.used_total = _add_to(self.used_total, alloc.total, sign)
+        self._seen = _Seen()
 
     # -- what Slurm sees ---------------------------------------------------------------
     def _visible(self) -> list[_Run]:
@@ -462,12 +479,24 @@ class _Model:
                        run.pool.partition, run.pool.server_names(gpu_type),
                        run.trace.gpus_per_node)
 
-    def _holdings(self) -> list[tuple[str, Resources]]:
-        return [(n, r) for used in (self.jobs_used, self.bg_used) for n, r in used.items()
-                if r != _NOTHING]
+    def _holdings(self) -> tuple[tuple[str, Resources], ...]:
+        if self._seen.holdings is None:
+            self._seen.holdings = tuple(   # r != Resources(), without a dataclass __eq__
+                (n, r) for used in (self.jobs_used, self.bg_used) for n, r in used.items()
+                if r.gpus or r.cpus or r.mem_gb)
+        return self._seen.holdings
 
     def _cluster(self) -> ClusterState:
-        return ClusterState(self.servers, tuple(self._holdings()), self.cfg.cluster.fair)
+        if self._seen.cluster is None:
+            self._seen.cluster = ClusterState(self.servers, self._holdings(),
+                                              self.cfg.cluster.fair)
+        return self._seen.cluster
+
+    def _pool_now(self, pool: Pool) -> Pool:
+        """``pool`` with what is held on its nodes now, as the controller's round plans."""
+        if pool.partition not in self._seen.pools:
+            self._seen.pools[pool.partition] = pool.with_reserved(self._holdings())
+        return self._seen.pools[pool.partition]
 
     def _busy(self) -> list[Busy]:
         out = [Busy(name, r.alloc.share.times(n), r.run_start + r.limit_s)
@@ -498,7 +527,6 @@ class _Model:
     def _controller(self, t: float) -> None:
         if self.cfg.usage is not None:
             self._watch(t)
-        holdings = self._holdings()
         # Each pool's pending jobs (held, or in Slurm's queue) and running ones synergy
         # manages, by GPU type, grouped as the controller groups them (decide.by_pool).
         jobs = [(r, False) for r in self.waiting.values()
@@ -518,7 +546,7 @@ class _Model:
                                 and (r.trace.requeue_ok or not self.cfg.requeue_opt_in),
                                 may_shrink=self.cfg.shrink_memory), r.alloc)
                     for r, on in mine if on and r.alloc is not None]
-            groups.append(PoolJobs(pool.with_reserved(holdings), gpu_type,
+            groups.append(PoolJobs(self._pool_now(pool), gpu_type,
                                    [self._spec(r, t) for r, on in mine if not on], held))
         last = {r.trace.job_id: r.requeued_at for r in running}
         for pp in plan_pools(groups, self.policy, self.allocator, self.rule, last, t):
