@@ -50,11 +50,13 @@ from ..core import (
     Resources,
     Server,
     get_policy,
+    reshape_candidates,
 )
 from ..core.backfill import Busy, Start, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
 from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools
+from ..core.shrink import memory_shrinks
 from ..core.usage import UsageSample, busy_share, judge, marks_after
 from ..decide import Change, PendingView, Step, by_pool, reconcile
 from ..decide.view import Facts, Left, job_spec
@@ -95,6 +97,10 @@ class _Run:
 
     limit_s: float = UNLIMITED_S   # its time limit, what Slurm's backfill plans with
     total_s: float = 0.0           # its whole run at the proportional share
+    # Whether the core lowers its memory in place (``_Model._shrinkable``), and for which
+    # allocation that was asked: a new allocation (a start, a shrink) asks again.
+    shrinks: bool = False
+    shrinks_asked: Allocation | None = None
 
     def speed(self, share: PerGpu) -> float:
         if self.trace.fixed_s:
@@ -567,16 +573,33 @@ class _Model:
         running job's view every round for nothing was most of a large replay's time
         (#17: 3,000 jobs, 2.5 million views, 91 of 126 s). Kept in ``running``'s order,
         which the policy's ties keep."""
-        if not self.allocator.reshapes_running:
+        if not self.allocator.reshapes_running or not (
+                self.cfg.shrink_memory or (self.rule.budget and self._movable)):
             return []
-        if self.cfg.shrink_memory:
-            may: Iterable[_Run] = self.running.values()   # any may be lowered in place
-        elif self.rule.budget and self._movable:
-            may = (r for r in self.running.values() if r.trace.job_id in self._movable
-                   and t - r.requeued_at >= self.rule.min_interval_s)
-        else:
-            return []
-        return [r for r in may if r.profile is not None and _change(r) is not Change.LEAVE]
+        return [r for r in self.running.values()
+                if r.profile is not None and _change(r) is not Change.LEAVE
+                and (self._requeue_due(r, t) or self._shrinkable(r, t))]
+
+    def _requeue_due(self, run: _Run, t: float) -> bool:
+        """Whether the round may requeue the job (the model's may_requeue, and the
+        requeue interval since its last)."""
+        return bool(self.rule.budget) and run.trace.job_id in self._movable \
+            and t - run.requeued_at >= self.rule.min_interval_s
+
+    def _shrinkable(self, run: _Run, t: float) -> bool:
+        """Whether the core lowers the job's memory in place where the replay lowers it
+        (``core.shrink.memory_shrinks``, asked as the round asks it): that depends on its
+        profile and its allocation alone, so it is asked once per allocation, not every
+        round (a view of every running job per round was most of a 26.05 replay's time,
+        #17)."""
+        if not self.cfg.shrink_memory or run.alloc is None:
+            return False
+        if run.shrinks_asked is not run.alloc:
+            _, shrinkable = reshape_candidates([(self._spec(run, t, may_shrink=True),
+                                                 run.alloc)])
+            run.shrinks = bool(memory_shrinks(shrinkable, run.fair))
+            run.shrinks_asked = run.alloc
+        return run.shrinks
 
     def _reshape(self, run: _Run, share: PerGpu, t: float) -> None:
         """A planned pending job, by the controller's own reconcile rule
