@@ -22,8 +22,9 @@ reshapes (not_reshaped below: not heterogeneous, --gpus-per-task, --gpus-per-soc
     --cpus-per-gpu / --mem-per-gpu / --mem themselves and the site does not allow overriding;
   * hold it (priority 0) when the table asks for it, so that the controller can shape it
     both ways before it is first scheduled (Slurm 22.05 ignores lowering the cores of a job
-    it has already scheduled). Holds only happen while the table is fresh: the controller
-    rewrites it every round, so a dead controller means no new holds.
+    it has already scheduled); never a known key the table lists as "no_hold" (its shape
+    is within the proportional share: final). Holds only happen while the table is fresh:
+    the controller rewrites it every round, so a dead controller means no new holds.
 Everything else passes untouched.
 
 Safety: synergy's rules run under pcall; any error of ours, a missing, corrupt or stale
@@ -90,7 +91,8 @@ end
 
 -- Parse the table: one "name value..." per line; unknown lines are ignored.
 local function parse_table(text)
-    local t = { partitions = {}, optout_uid = {}, profiles = {}, n_profiles = 0 }
+    local t = { partitions = {}, optout_uid = {}, profiles = {}, n_profiles = 0,
+                no_hold = {} }
     for line in text:gmatch("[^\n]+") do
         local name, rest = line:match("^(%S+)%s*(.*)$")
         if name == "version" then t.version = tonumber(rest)
@@ -104,6 +106,7 @@ local function parse_table(text)
         elseif name == "node_gpus" then t.node_gpus = positive_int(rest, 1024)
         elseif name == "default_partition" then t.default_partition = rest
         elseif name == "partition" then t.partitions[rest] = true
+        elseif name == "no_hold" then t.no_hold[rest] = true
         elseif name == "optout_uid" then
             local uid = tonumber(rest)
             if uid then t.optout_uid[uid] = true end
@@ -331,7 +334,8 @@ local function decide_and_apply(job_desc, part_list, submit_uid)
             and not is_set(job_desc.min_mem_per_cpu) then
             set_mem = mem
         end
-        hold = t.hold_known
+        -- A shape within the proportional share is final: holding it only delays it.
+        hold = t.hold_known and not t.no_hold[key]
     end
     if hold then tags = tags .. ",synergy.held=1" end
 

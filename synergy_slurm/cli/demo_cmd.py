@@ -48,8 +48,8 @@ from .options import cluster_option_value, default_profiles_path, profiles_optio
 @click.option("--port", default=16717, show_default=True, type=click.IntRange(1024, 65000),
               help="The demo cluster's slurmctld port.")
 @click.option("--jobs", default=48, show_default=True, type=click.IntRange(4, 500),
-              help="Jobs in the mix (exactly 40% CPU-hungry, 20% memory-hungry, 40% insensitive; "
-              "1/2/4 GPUs at 60/30/10%).")
+              help="Jobs in the mix (exactly 30% CPU-hungry, 20% memory-hungry, 50% insensitive; "
+              "one GPU each, as in the paper's main experiment).")
 @click.option("--mean-s", default=48.0, show_default=True, type=click.FloatRange(5),
               help="Mean job length at the GPU-proportional share (wall seconds).")
 @click.option("--seed", default=0, show_default=True, type=int,
@@ -84,8 +84,8 @@ def demo_cmd(state_dir: Path, port: int, jobs: int, mean_s: float, seed: int, pr
     submission times, with the gap; and writes DIR/demo.png, both runs' timelines side by
     side (GPUs busy, cores given to each kind, as squeue showed them). A job that does not
     complete stops the demo with its id, state and first lines of output, and no figures.
-    Needs root; about 5.5 minutes with the defaults on a 2-core machine (two phases of 2.5
-    to 3 minutes: 48 jobs of 24-72 s at the proportional share on 32 GPUs).
+    Needs root; about 4 minutes with the defaults on a 2-core machine (two phases of about
+    2 minutes: 48 single-GPU jobs of 24-72 s at the proportional share on 32 GPUs).
 
     With --cluster (e.g. ``mixed``: A100 and H100 partitions and one over both) the jobs
     go to its partitions in turn, each job's length set at its partition's proportional

@@ -40,7 +40,7 @@ from ..core import (
     pick_profile,
     usable_profiles,
 )
-from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools
+from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, smallest_fair
 from ..core.usage import capped_limit
 from ..decide import by_pool
 from ..errors import SynergyError
@@ -685,7 +685,7 @@ class Controller:
         try:
             table = build_table(hook, profiles, min(c.cpus for c in caps),
                                 round(min(c.mem_gb for c in caps) * MB_PER_GB),
-                                min(c.gpus for c in caps), now)
+                                min(c.gpus for c in caps), now, smallest_fair(ctx.pools))
         except TableError as exc:
             self.metrics.errors.labels("hook-table").inc()
             log.error("could not build the hook table: %s", exc)

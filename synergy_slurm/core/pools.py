@@ -21,7 +21,7 @@ from .allocators import Allocator
 from .job import JobSpec
 from .plan import Allocation, Plan
 from .policies import Policy
-from .resources import ClusterState, Resources, Server
+from .resources import ClusterState, PerGpu, Resources, Server
 from .round import RequeueRule, RoundPlan, plan_round, reshape_candidates
 
 
@@ -146,6 +146,16 @@ def also_reserved(cluster: ClusterState, taken: Mapping[str, Resources]) -> Clus
     if not extra:
         return cluster
     return ClusterState(cluster.servers, cluster.reserved + extra, cluster.fair)
+
+
+def smallest_fair(found: Sequence[Pool]) -> PerGpu | None:
+    """The least proportional share per GPU (cores, memory) of ``found``'s partitions
+    (None for none): what a rule that cannot know a job's partition (the hook's table)
+    must hold a shape to."""
+    if not found:
+        return None
+    return PerGpu(min(p.cluster.fair.cpus for p in found),
+                  min(p.cluster.fair.mem_gb for p in found))
 
 
 def merged(found: Sequence[Pool]) -> ClusterState:

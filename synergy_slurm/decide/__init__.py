@@ -5,11 +5,18 @@ The first of them is :func:`change.what_synergy_changes`: for one GPU job, wheth
 reshapes it (a known profile), releases it as it is (managed, profile unknown), or leaves
 it as submitted (not ours to shape)."""
 
-from .change import Change, Decision, JobFacts, opted_in_to_requeue, what_synergy_changes
+from .change import (
+    Change,
+    Decision,
+    JobFacts,
+    needs_no_hold,
+    opted_in_to_requeue,
+    what_synergy_changes,
+)
 from .grouping import by_pool
 from .reconcile import PendingView, Reconciled, Step, in_slurm_units, reconcile
 from .settings import ControllerSettings
 
 __all__ = ["Change", "ControllerSettings", "Decision", "JobFacts", "PendingView", "Reconciled",
-           "Step", "by_pool", "in_slurm_units", "opted_in_to_requeue", "reconcile",
+           "Step", "by_pool", "in_slurm_units", "needs_no_hold", "opted_in_to_requeue", "reconcile",
            "what_synergy_changes"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..core.resources import MEM_EPS, PerGpu
 from ..vocabulary import OPT_OUT_TOKEN, REQUEUE_OK_TOKEN, GpuRequest, has_token, not_reshaped
 
 
@@ -76,6 +77,21 @@ def what_synergy_changes(job: JobFacts) -> Decision:
         return Decision(Change.RESHAPE, "managed; reshaped by its profile")
     return Decision(Change.RELEASE, "managed; profile unknown: released with the shape "
                     "it has")
+
+
+def needs_no_hold(shape: PerGpu, proportional: PerGpu) -> bool:
+    """Whether a known profile's shape (per GPU) is final at submission: within the
+    proportional share in cores and in memory. The hook holds known profiles where Slurm
+    ignores lowering a job it has scheduled (22.05) so that the controller can give each
+    its share by what is free when it starts. A shape within the proportional share is
+    already the least any plan gives the job and nothing raises it (its profile runs no
+    faster with more), so a hold would only delay its start by a controller round and a
+    scheduler pass: a job that gives cores and memory away starts at once with its shape
+    on every release, as plain Slurm would start it with more. ``proportional``: the
+    smallest proportional share of the managed partitions (the hook does not know which
+    partition's default a job gets)."""
+    return shape.cpus <= proportional.cpus and \
+        shape.mem_gb <= proportional.mem_gb + MEM_EPS
 
 
 def opted_in_to_requeue(comment: str, requeue_allowed: bool = True, batch: bool = True

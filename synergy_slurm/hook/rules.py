@@ -93,4 +93,4 @@ def decide(table: HookTable | None, sub: Submission, now: float, disabled: bool 
     set_mem = mem if ((not user_mem or table.override_user_shape) and mem >= 1
                       and not sub.mem_per_node and not sub.mem_per_cpu) else None
     return HookDecision(True, "managed; shaped from profile " + key, set_cpus, set_mem,
-                        hold=table.hold_known, profile_key=key)
+                        hold=table.hold_known and key not in table.no_hold, profile_key=key)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import NAME_RE
-from ..core import Profile
+from ..core import PerGpu, Profile
+from ..decide import needs_no_hold
 from ..errors import BadInputError
 from ..vocabulary import KEY_RE, MB_PER_GB
 
@@ -45,6 +46,10 @@ class HookTable:
     hold_unknown: bool = False
     hold_known: bool = False
     override_user_shape: bool = False
+    # Known keys the hook never holds (decide.needs_no_hold: their shape is within the
+    # proportional share, final at submission); a "no_hold KEY" line each, which a hook
+    # that predates it ignores (it holds them, as before).
+    no_hold: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for name in ("node_cpus", "node_mem_mb", "node_gpus", "max_age_s"):
@@ -61,6 +66,9 @@ class HookTable:
                 raise TableError(f"profile {key}: cores/GPU {c!r} not in 1..{self.node_cpus}")
             if not (isinstance(m, int) and 1 <= m <= self.node_mem_mb):
                 raise TableError(f"profile {key}: MB/GPU {m!r} not in 1..{self.node_mem_mb}")
+        if not self.no_hold <= set(self.profiles):
+            raise TableError("no_hold names keys without a profile: "
+                             + ", ".join(sorted(self.no_hold - set(self.profiles))))
 
     def render(self) -> str:
         lines = ["# synergy-slurm hook table: written by the controller, read by "
@@ -73,6 +81,7 @@ class HookTable:
         lines += [f"partition {p}" for p in self.partitions]
         lines += [f"optout_uid {u}" for u in sorted(self.optout_uids)]
         lines += [f"profile {k} {c} {m}" for k, (c, m) in sorted(self.profiles.items())]
+        lines += [f"no_hold {k}" for k in sorted(self.no_hold)]
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> None:
@@ -121,6 +130,7 @@ def parse_table(text: str) -> HookTable:
     parts: list[str] = []
     uids: list[int] = []
     profs: dict[str, tuple[int, int]] = {}
+    no_hold: set[str] = set()
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
@@ -129,6 +139,8 @@ def parse_table(text: str) -> HookTable:
             parts.append(rest)
         elif name == "optout_uid":
             uids.append(int(rest))
+        elif name == "no_hold":
+            no_hold.add(rest)
         elif name == "profile":
             bits = rest.split()
             if len(bits) == 3:
@@ -154,7 +166,19 @@ def parse_table(text: str) -> HookTable:
     # Out-of-range profiles are dropped one by one, as the Lua does.
     good = {k: v for k, v in profs.items() if KEY_RE.match(k)
             and 1 <= v[0] <= table.node_cpus and 1 <= v[1] <= table.node_mem_mb}
-    return HookTable(**{**table.__dict__, "profiles": good})
+    return HookTable(**{**table.__dict__, "profiles": good,
+                        "no_hold": frozenset(no_hold & set(good))})
+
+
+def no_hold_keys(profiles: Mapping[str, Profile], proportional: PerGpu | None
+                 ) -> frozenset[str]:
+    """The keys whose ideal share the hook gives at submission without a hold
+    (decide.needs_no_hold against ``proportional``, the smallest proportional share of the
+    managed partitions; None, not known: none, every known key is held as configured)."""
+    if proportional is None:
+        return frozenset()
+    return frozenset(k for k, p in profiles.items() if p.ideal is not None
+                     and KEY_RE.match(k) and needs_no_hold(p.ideal, proportional))
 
 
 def profile_shapes(profiles: Mapping[str, Profile], node_cpus: int,

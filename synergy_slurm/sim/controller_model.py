@@ -55,10 +55,10 @@ from ..core import (
 from ..core.backfill import Busy, Start, Waiting, backfill_pass, main_pass
 from ..core.demand import ideal_demand
 from ..core.plan import How
-from ..core.pools import Pool, PoolJobs, plan_pools
+from ..core.pools import Pool, PoolJobs, plan_pools, smallest_fair
 from ..core.shrink import memory_shrinks
 from ..core.usage import UsageSample, busy_share, judge, marks_after
-from ..decide import Change, PendingView, Step, by_pool, reconcile
+from ..decide import Change, PendingView, Step, by_pool, needs_no_hold, reconcile
 from ..decide.view import Facts, Left, job_spec
 from .config import Occupancy, SlurmConfig
 from .results import JobResult, SimResult, check_capped, scheduler
@@ -180,6 +180,8 @@ class _Model:
         self.synergy = config.allocator != "proportional"
         self.pools = config.pools or (Pool("", config.cluster),)
         self.by_partition = {p.partition: p for p in self.pools}
+        # What the hook's table holds known shapes to (decide.needs_no_hold).
+        self.least_fair = smallest_fair(self.pools) or config.cluster.fair
         # Each partition's nodes: what the main scheduler closes when one of its jobs waits.
         self.partition_nodes = {p.partition: p.server_names() for p in self.pools}
         self.servers = config.cluster.servers
@@ -394,16 +396,19 @@ class _Model:
     def _hook(self, run: _Run, servers: Iterable[Server]) -> None:
         """The job_submit hook, by the one rule (``decide``): a job synergy leaves keeps
         the share it asked for and is never held; a known profile gets its ideal share
-        (capped at a node), held (``hold_known``) unless the release honours lowering; an
-        unknown one keeps the share it has, held (``hold_unknown``) until the controller
-        releases it."""
+        (capped at a node), held (``hold_known``) unless the release honours lowering or
+        its ideal is within the proportional share (``decide.needs_no_hold``); an unknown
+        one keeps the share it has, held (``hold_unknown``) until the controller releases
+        it."""
         change = _change(run)
         if change is Change.LEAVE:
             run.held = False
         elif change is Change.RESHAPE:
             spec = self._spec(run, 0.0)
             run.share = ideal_demand(spec, run.fair, tuple(servers)).share
-            run.held = self.cfg.hold_known and not self.cfg.lowers_pending
+            ideal = spec.profile.ideal if spec.profile is not None else None
+            run.held = (self.cfg.hold_known and not self.cfg.lowers_pending
+                        and not (ideal is not None and needs_no_hold(ideal, self.least_fair)))
         else:
             run.held = self.cfg.hold_unknown
 

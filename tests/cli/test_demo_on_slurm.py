@@ -76,7 +76,7 @@ def _check_demo(res: subprocess.CompletedProcess, demo_dir: Path, lowers: bool) 
         actions = [json.loads(line) for line in audit.read_text().splitlines()]
         done = [a for a in actions if a["result"] == "done"]
         # 26.05 also lowers a running job's memory in place where its profile needs less
-        # (docs/controller.md); it did for the mix the demo now names (40/20/40, seed 2).
+        # (docs/controller.md), as it did for the 40/20/40 multi-GPU mix of seed 2.
         assert {a["action"] for a in done} <= {"release", "shape-release", "raise", "lower",
                                                "requeue",
                                                *(("shrink-memory",) if lowers else ())}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from synergy_slurm.config import Config
+from synergy_slurm.config import Config, HookSection
 from synergy_slurm.controller.actions import (
     RELEASE,
     SHAPE_RELEASE,
@@ -21,12 +21,16 @@ from synergy_slurm.decide import (
     JobFacts,
     PendingView,
     Step,
+    needs_no_hold,
     reconcile,
     what_synergy_changes,
 )
+from synergy_slurm.hook.export import build_table
 from synergy_slurm.hook.rules import decide
 from synergy_slurm.hook.sbatch_args import submission_from_args
-from synergy_slurm.hook.table import HookTable
+from synergy_slurm.hook.table import HookTable, TableError, parse_table
+from synergy_slurm.profiles import load_profiles
+from synergy_slurm.shipped import SHIPPED_PROFILES
 from synergy_slurm.slurm.model import SlurmJob
 from synergy_slurm.slurm.parse import gpu_count
 from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, parse_history_text
@@ -195,3 +199,31 @@ def test_a_job_synergy_requeued_is_not_lowered_before_it_runs_again():
     assert reconcile(PendingView(False, nine, requeued=True), PerGpu(3, 62.5), True) is None
     got = reconcile(PendingView(False, nine, requeued=True), PerGpu(12, 125.0), True)
     assert got is not None and got.step is Step.RAISE
+
+
+def test_a_shape_within_the_proportional_share_needs_no_hold():
+    fair = PerGpu(3, 62.5)
+    assert needs_no_hold(PerGpu(1, 20.0), fair) and needs_no_hold(PerGpu(3, 62.5), fair)
+    assert not needs_no_hold(PerGpu(4, 20.0), fair)          # more cores
+    assert not needs_no_hold(PerGpu(1, 63.0), fair)          # more memory
+
+
+def test_the_hook_table_lists_the_keys_it_does_not_hold(tmp_path):
+    # The controller builds the table with the smallest proportional share of its pools:
+    # the shipped language models (1 core, 20 GB) and deepspeech (exactly 3 cores,
+    # 62.5 GB) are final at submission; the image models and m5 are held on 22.05.
+    profiles = load_profiles(SHIPPED_PROFILES)
+    table = build_table(HookSection(hold_known=True), profiles, 24, 500000, 8,
+                        proportional=PerGpu(3, 62.5))
+    assert table.no_hold == {"gnmt", "transformer", "lstm", "deepspeech"}
+    back = parse_table(table.render())
+    assert back.no_hold == table.no_hold and back.hold_known
+    # Where a partition gives 2 cores per GPU, deepspeech's 3 are above it: held.
+    assert "deepspeech" not in build_table(HookSection(), profiles, 24, 500000, 8,
+                                           proportional=PerGpu(2, 62.5)).no_hold
+    # Not known (`hook export` without a cluster): every known key held as configured.
+    assert build_table(HookSection(), profiles, 24, 500000, 8).no_hold == frozenset()
+    # A no_hold key the table has no profile for is refused.
+    with pytest.raises(TableError):
+        HookTable(generated_at=1, node_cpus=24, node_mem_mb=500000, node_gpus=8,
+                  no_hold=frozenset({"bert"}))

@@ -5,8 +5,9 @@ The same jobs (known profiles, an unknown one, one that sets its own cores, one 
 already scheduled) are pending on the same node. The controller plans them from a
 snapshot (the shipped fake Slurm records what it writes); the controller model plans them
 from a trace at its first round (its reconcile steps recorded). Round after round (22.05's
-rules: every managed job held; then 26.05's: known profiles shaped at submission, pending
-jobs lowered), each job's step and share must be the same in both."""
+rules: every managed job held but those whose shape is final; then 26.05's: known
+profiles shaped at submission, pending jobs lowered), each job's step and share must be
+the same in both."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from synergy_slurm.controller.daemon import Controller
 from synergy_slurm.controller.state import StateStore
 from synergy_slurm.core import ClusterState, JobSpec, PerGpu
 from synergy_slurm.core.demand import ideal_demand
-from synergy_slurm.decide import Change, in_slurm_units
+from synergy_slurm.decide import Change, in_slurm_units, needs_no_hold
 from synergy_slurm.sim import controller_model
 from synergy_slurm.sim.config import SlurmConfig
 from synergy_slurm.sim.trace import TraceJob
@@ -50,7 +51,9 @@ def slurm_jobs(profiles, held: bool) -> tuple[SlurmJob, ...]:
     out = []
     for jid, (key, gpus, _, own) in JOBS.items():
         tags = "synergy.managed=1" + (f",synergy.profile={key}" if key else "")
-        hold = held or not key
+        # 22.05's hook holds known profiles, but not one whose shape is final (within the
+        # proportional share: transformer); an unknown one always.
+        hold = not key or (held and not needs_no_hold(profiles[key].ideal, FAIR))
         mem = None
         if key:     # the hook shapes a known profile, held (22.05) or not (26.05)
             own, mem = hook_share(profiles, key, gpus)

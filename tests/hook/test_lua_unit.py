@@ -58,6 +58,19 @@ def test_unknown_profile_is_tagged_and_held_but_not_shaped(hook_dir):
     assert r.priority == "0" and "synergy.held=1" in r.admin_comment
 
 
+def test_a_known_key_is_held_unless_the_table_says_no_hold(tmp_path):
+    # 22.05's table: known keys held, but gnmt's shape (1 core, 20 GB per GPU) is within
+    # the proportional share: shaped and passed at once (decide.needs_no_hold).
+    table(hold_known=True, no_hold=frozenset({"gnmt"})).write(tmp_path / TABLE_NAME)
+    (gnmt, res18), _ = run_lua(tmp_path, [
+        (1000, {"tres_per_job": "gres:gpu:1", "comment": f"synergy:profile={key}"})
+        for key in ("gnmt", "res18")])
+    assert (gnmt.cpus_per_tres, gnmt.priority) == ("gres:gpu:1", "")
+    assert "synergy.held=1" not in gnmt.admin_comment
+    assert (res18.cpus_per_tres, res18.priority) == ("gres:gpu:9", "0")
+    assert "synergy.held=1" in res18.admin_comment
+
+
 def test_non_gpu_jobs_and_other_partitions_pass_untouched(hook_dir):
     for fields in ({"comment": "synergy:profile=res18"},
                    {"tres_per_node": "gres:mps:100"},

@@ -20,7 +20,7 @@ def test_python_rules_and_lua_agree(tmp_path):
                       partitions=("gpu",), default_partition="gpu",
                       profiles={"res18": (9, 62500), "gnmt": (1, 20000),
                                 "alexnet": (12, 125000)},
-                      hold_unknown=True, hold_known=False)
+                      hold_unknown=True, hold_known=True, no_hold=frozenset({"gnmt"}))
     table.write(tmp_path / TABLE_NAME)
     # Jobs in a reservation (not in the generator: the real-Slurm parity run has none).
     in_resv = [["--gpus=1", "--reservation=r1", "--comment=synergy:profile=res18"],

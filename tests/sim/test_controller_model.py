@@ -27,7 +27,13 @@ def flat():
     return Profile("m", (1, 3), (10, 62.5), ((1, 1), (1, 1)), iter_time_s=1.0)
 
 
-PROFILES = {"h": hungry(), "m": flat()}
+def kept():
+    """As fast as the flat one, for a hair more with 70 GB per GPU: its ideal is above the
+    proportional share (62.5 GB), so the 22.05 hook holds it (decide.needs_no_hold)."""
+    return Profile("k", (1, 3), (10, 70), ((1, 1.001), (1, 1.001)), iter_time_s=1.0)
+
+
+PROFILES = {"h": hungry(), "m": flat(), "k": kept()}
 
 
 def run(trace, allocator="proportional", cluster=ONE, **kw):
@@ -88,7 +94,7 @@ def test_fixed_outcomes_and_start_up_are_not_sped_up():
 
 
 def test_the_controller_releases_held_jobs_on_its_rounds_after_the_release_delay():
-    trace = [job(1, 0, 1, 100), job(2, 3, 1, 100)]
+    trace = [job(1, 0, 1, 100, model="h"), job(2, 3, 1, 100, model="h")]
     got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0)
     assert got[1].start == 2.0                 # the round at its arrival, then the delay
     assert got[2].start == 12.0                # the next round (t=10), then the delay
@@ -99,14 +105,30 @@ def test_the_controller_releases_held_jobs_on_its_rounds_after_the_release_delay
     assert got[2].start == 3.0
 
 
+def test_a_known_shape_within_the_proportional_share_is_never_held():
+    # 22.05 (lowering ignored), the controller's rounds at t=0, 10, ...: the flat
+    # profile's ideal (1 core, 10 GB per GPU) is within the proportional share, final at
+    # submission (decide.needs_no_hold): Slurm starts it at its submission; the hungry one
+    # (6 cores) submitted with it waits for the round at t=10. With hold_known off it
+    # starts as soon, at its table shape.
+    trace = [job(1, 0, 1, 100, model="h"), job(2, 3, 1, 100, model="m"),
+             job(3, 3, 1, 100, model="h")]
+    got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0)
+    assert (got[1].start, got[2].start, got[3].start) == (2.0, 3.0, 12.0)
+    got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0,
+              hold_known=False)
+    assert got[3].start == 3.0
+
+
 def test_a_job_the_controller_released_is_pending_to_its_next_round():
-    # A (6 GPUs) is released at its arrival and Slurm starts it after the release delay;
+    # A (5 GPUs) is released at its arrival and Slurm starts it after the release delay;
     # the round in between sees it pending, as the controller sees it in Slurm's queue, so
     # B (8 GPUs) is not released into A's GPUs. Released early, B would wait in Slurm's
     # queue and keep C (2 GPUs, long limit) from the 2 GPUs A leaves free until B ran
     # (seed 17 of e2e_whatif on the mixed site: the forecast's 4-GPU A100 jobs so waited
     # in Slurm and started 90 s before they did for real).
-    trace = [job(1, 0, 6, 300), job(2, 1, 8, 100), job(3, 5, 2, 100, limit=2000)]
+    trace = [job(1, 0, 5, 300, model="k"), job(2, 1, 8, 100, model="k"),
+             job(3, 5, 2, 100, limit=2000, model="k")]
     got = run(trace, "tune", controller_interval_s=1.0, release_delay_s=2.0)
     assert got[1].start == 2.0
     assert got[3].start == 7.0                 # released at its arrival's round, beside A
@@ -117,7 +139,8 @@ def test_held_jobs_are_invisible_to_slurms_backfill():
     # On 22.05 every managed job is held: the controller, not Slurm, decides who goes
     # (TUNE's admission in policy order, skipping what does not fit); without synergy
     # Slurm keeps B's reservation.
-    trace = [job(1, 0, 6, 900), job(2, 1, 8, 100), job(3, 2, 2, 100, limit=2000)]
+    trace = [job(1, 0, 5, 900, model="k"), job(2, 1, 8, 100, model="k"),
+             job(3, 2, 2, 100, limit=2000, model="k")]
     plain, syn = run(trace), run(trace, "tune")
     assert plain[3].start >= plain[2].finish
     assert syn[3].start < syn[2].start

@@ -81,14 +81,15 @@ def test_an_hour_of_work_at_its_share_replays_as_an_hour(paper_profiles):
 def test_the_replay_starts_jobs_in_the_order_slurm_gave_them(paper_profiles):
     """Two 8-GPU jobs submitted at once on one 8-GPU server: Slurm ran job 2 first (its
     fair-share priority was higher); the plain replay does too, and so does the synergy
-    replay where the hook does not hold them (a known profile on 26.05). Held jobs show
-    priority 0 to the controller until it releases them, so on 22.05 it plans them in
-    submission order (job 1 first), as the real controller does. Without a priority for
+    replay where the hook does not hold them (a known profile on 26.05). Held jobs (res50,
+    above the proportional share, is held on 22.05) show priority 0 to the controller
+    until it releases them, so on 22.05 it plans them in submission order (job 1 first),
+    as the real controller does. Without a priority for
     every job the replay falls back to submission order."""
     history = [hjob(1, start=3600.0, end=7200.0, gpus=8, cpus=24, mem=500_000,
-                    priority=100, comment="synergy:profile=gnmt"),
+                    priority=100, comment="synergy:profile=res50"),
                hjob(2, start=0.0, end=3600.0, gpus=8, cpus=24, mem=500_000, priority=900,
-                    comment="synergy:profile=gnmt")]
+                    comment="synergy:profile=res50")]
     rp = build_replay(history, paper_profiles, pools("s0"))
     out = replay(rp, paper_profiles, sched_s=60.0, lowers_pending=True)
     assert out.plain.config.slurm_order == "slurm"
