@@ -29,14 +29,15 @@ def build_table(hook: HookSection, profiles: Mapping[str, Profile], node_cpus: i
     """The table for ``profiles`` on nodes of this size; ``proportional``: the smallest
     proportional share of the managed partitions, where known (the controller knows it):
     keys within it are not held (table.no_hold_keys)."""
+    shapes = profile_shapes(profiles, node_cpus, node_mem_mb)
     return HookTable(
         generated_at=int(time.time() if now is None else now), node_cpus=node_cpus,
         node_mem_mb=node_mem_mb, node_gpus=node_gpus, partitions=hook.partitions,
         default_partition=hook.default_partition, optout_uids=user_uids(hook.optout_users),
-        profiles=profile_shapes(profiles, node_cpus, node_mem_mb), max_age_s=hook.max_age_s,
+        profiles=shapes, max_age_s=hook.max_age_s,
         hold_unknown=hook.hold_unknown, hold_known=hook.hold_known,
         override_user_shape=hook.override_user_shape,
-        no_hold=no_hold_keys(profiles, proportional))
+        no_hold=no_hold_keys({k: profiles[k] for k in shapes}, proportional))
 
 
 def table_path(hook: HookSection) -> Path:

@@ -172,13 +172,14 @@ def parse_table(text: str) -> HookTable:
 
 def no_hold_keys(profiles: Mapping[str, Profile], proportional: PerGpu | None
                  ) -> frozenset[str]:
-    """The keys whose ideal share the hook gives at submission without a hold
-    (decide.needs_no_hold against ``proportional``, the smallest proportional share of the
-    managed partitions; None, not known: none, every known key is held as configured)."""
+    """Of ``profiles`` (the table's own: profile_shapes' keys), those whose ideal share the
+    hook gives at submission without a hold (decide.needs_no_hold against
+    ``proportional``, the smallest proportional share of the managed partitions; None, not
+    known: none, every known key is held as configured)."""
     if proportional is None:
         return frozenset()
-    return frozenset(k for k, p in profiles.items() if p.ideal is not None
-                     and KEY_RE.match(k) and needs_no_hold(p.ideal, proportional))
+    return frozenset(k for k, p in profiles.items()
+                     if p.ideal is not None and needs_no_hold(p.ideal, proportional))
 
 
 def profile_shapes(profiles: Mapping[str, Profile], node_cpus: int,

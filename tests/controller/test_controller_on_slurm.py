@@ -21,7 +21,7 @@ from synergy_slurm.cli.main import main
 from synergy_slurm.config import config_from_dict
 from synergy_slurm.controller.daemon import Controller, RoundFailed
 from synergy_slurm.controller.observe import pools
-from synergy_slurm.hook.table import TABLE_NAME, HookTable
+from synergy_slurm.hook.table import TABLE_NAME, HookTable, parse_table
 from synergy_slurm.slurm.commands import SlurmCLI
 from synergy_slurm.slurm.reader import SlurmReader
 
@@ -80,6 +80,10 @@ def test_enforce_shapes_both_ways_and_releases(env):
     ctl = Controller(load(env))
     res = ctl.run_round()
     assert res.errors == 0, res.results
+    # The round's table: gnmt's shape (1 core, 20 GB) is within the partition's
+    # proportional share, so the hook will not hold it again; alexnet's is above it.
+    table = parse_table((env["cluster"].etc / TABLE_NAME).read_text())
+    assert "gnmt" in table.no_hold and "alexnet" not in table.no_hold
     for jid in (low, high, unknown):
         wait_for(cli, jid, {"COMPLETED"})
     assert "cpus=1" in (tmp / "low").read_text()        # lowered: 3 -> 1 core
