@@ -399,10 +399,15 @@ class _Model:
         (capped at a node), held (``hold_known``) unless the release honours lowering or
         its ideal is within the proportional share (``decide.needs_no_hold``); an unknown
         one keeps the share it has, held (``hold_unknown``) until the controller releases
-        it."""
+        it, and so does a known one whose key the closed loop suspects (the controller
+        leaves it out of the hook's table)."""
         change = _change(run)
         if change is Change.LEAVE:
             run.held = False
+        elif change is Change.RESHAPE and self._suspect(run.trace.model):
+            # Out of the table (controller/daemon.py): the hook holds it as unknown, with
+            # the share it asked for; a round shapes it by its own user's cap.
+            run.held = self.cfg.hold_unknown
         elif change is Change.RESHAPE:
             spec = self._spec(run, 0.0)
             run.share = ideal_demand(spec, run.fair, tuple(servers)).share
@@ -411,6 +416,11 @@ class _Model:
                         and not (ideal is not None and needs_no_hold(ideal, self.least_fair)))
         else:
             run.held = self.cfg.hold_unknown
+
+    def _suspect(self, key: str) -> bool:
+        """Whether the closed loop caps ``key`` for some user: the controller then leaves
+        it out of the hook's table for every user."""
+        return any(k == key for k, _ in self.marks)
 
     def _start(self, starts: Iterable[Start], t: float) -> None:
         for s in starts:

@@ -189,3 +189,27 @@ def test_a_requeue_budget_with_nothing_to_requeue_changes_nothing_and_skips_idle
                                         round_s=5.0, requeue_budget=2, **kw),
              on_round=lambda *_: n.__setitem__("rounds", n["rounds"] + 1))
     assert n["rounds"] > rounds[0]
+
+
+def test_a_key_the_closed_loop_suspects_is_held_as_unknown_by_the_hook(paper_profiles):
+    """The controller leaves a key it caps for some user out of the hook's table
+    (controller/daemon.py): the hook holds that key's later jobs, of every user, as
+    unknown until a round shapes each by its own user's cap. On 26.05 (known profiles not
+    held) the model started them at once, at the profile's shape, by the hook's rule for a
+    known key."""
+    from synergy_slurm.core.usage import UsageRule
+    from synergy_slurm.sim.trace import mislabel
+
+    cl = ClusterState.uniform(1, gpus=8, cpus=48, mem_gb=500.0)
+    lies = list(mislabel([TraceJob(0, "gnmt", 0, 9_000, 1),
+                          TraceJob(1, "gnmt", 1000, 9_000, 1)], 1.0, "alexnet", users=1))
+    trace = [*lies, TraceJob(2, "alexnet", 1000, 9_000, 1, user="u1")]
+    cfg = SlurmConfig(cl, allocator="tune", round_s=5.0, lowers_pending=True,
+                      controller_interval_s=600.0, release_delay_s=2.0,
+                      usage=UsageRule(min_observed_s=300))
+    got = {j.job_id: j for j in simulate(trace, paper_profiles, cfg).jobs}
+    assert got[0].start == 0.0              # nothing suspect yet: started at submission
+    # Judged suspect at the round at 600 s: both later jobs wait for the round at 1200 s.
+    assert got[1].start == got[2].start == 1202.0
+    off = simulate(trace, paper_profiles, replace(cfg, usage=None)).jobs
+    assert [j.start for j in off] == [0.0, 1000.0, 1000.0]
