@@ -42,7 +42,7 @@ from ..core import (
 )
 from ..core.pools import Pool, PoolJobs, merged, merged_plan, plan_pools, smallest_fair
 from ..core.usage import capped_limit
-from ..decide import by_pool
+from ..decide import by_pool, no_hold_share
 from ..errors import SynergyError
 from ..hook.export import build_table, table_path
 from ..hook.install import installed_table_dir, join_line
@@ -685,7 +685,9 @@ class Controller:
         try:
             table = build_table(hook, profiles, min(c.cpus for c in caps),
                                 round(min(c.mem_gb for c in caps) * MB_PER_GB),
-                                min(c.gpus for c in caps), now, smallest_fair(ctx.pools))
+                                min(c.gpus for c in caps), now,
+                                no_hold_share(smallest_fair(ctx.pools),
+                                              any(j.held_by_synergy for j in ctx.managed)))
         except TableError as exc:
             self.metrics.errors.labels("hook-table").inc()
             log.error("could not build the hook table: %s", exc)

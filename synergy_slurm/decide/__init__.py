@@ -10,6 +10,7 @@ from .change import (
     Decision,
     JobFacts,
     needs_no_hold,
+    no_hold_share,
     opted_in_to_requeue,
     what_synergy_changes,
 )
@@ -18,5 +19,5 @@ from .reconcile import PendingView, Reconciled, Step, in_slurm_units, reconcile
 from .settings import ControllerSettings
 
 __all__ = ["Change", "ControllerSettings", "Decision", "JobFacts", "PendingView", "Reconciled",
-           "Step", "by_pool", "in_slurm_units", "needs_no_hold", "opted_in_to_requeue", "reconcile",
-           "what_synergy_changes"]
+           "Step", "by_pool", "in_slurm_units", "needs_no_hold", "no_hold_share",
+           "opted_in_to_requeue", "reconcile", "what_synergy_changes"]

@@ -58,7 +58,7 @@ from ..core.plan import How
 from ..core.pools import Pool, PoolJobs, plan_pools, smallest_fair
 from ..core.shrink import memory_shrinks
 from ..core.usage import UsageSample, busy_share, judge, marks_after
-from ..decide import Change, PendingView, Step, by_pool, needs_no_hold, reconcile
+from ..decide import Change, PendingView, Step, by_pool, needs_no_hold, no_hold_share, reconcile
 from ..decide.view import Facts, Left, job_spec
 from .config import Occupancy, SlurmConfig
 from .results import JobResult, SimResult, check_capped, scheduler
@@ -182,6 +182,8 @@ class _Model:
         self.by_partition = {p.partition: p for p in self.pools}
         # What the hook's table holds known shapes to (decide.needs_no_hold).
         self.least_fair = smallest_fair(self.pools) or config.cluster.fair
+        # The table's no-hold share as the last round wrote it (decide.no_hold_share).
+        self.no_hold: PerGpu | None = self.least_fair
         # Each partition's nodes: what the main scheduler closes when one of its jobs waits.
         self.partition_nodes = {p.partition: p.server_names() for p in self.pools}
         self.servers = config.cluster.servers
@@ -237,6 +239,12 @@ class _Model:
                 # A round or a pass finds what it found last time unless something changed
                 # (the core is deterministic, and with time nothing frees up by itself).
                 self._tick_due = self._pass_due = True
+            # Rounds and passes keep their period: one skipped while nothing changed comes
+            # back at its next time on the grid, not at the event that made it due (the
+            # controller sleeps its interval; Slurm's main scheduler takes a freed GPU at
+            # once and would beat a round run at the event, #42).
+            next_tick, next_pass = _on_grid(t, next_tick, self.interval), \
+                _on_grid(t, next_pass, self.cfg.round_s)
             if self.synergy and t >= next_tick and (self._tick_due or self._ticks_anyway()):
                 self._tick_due = False
                 self._updated = False
@@ -397,7 +405,8 @@ class _Model:
         """The job_submit hook, by the one rule (``decide``): a job synergy leaves keeps
         the share it asked for and is never held; a known profile gets its ideal share
         (capped at a node), held (``hold_known``) unless the release honours lowering or
-        its ideal is within the proportional share (``decide.needs_no_hold``); an unknown
+        its ideal is within the proportional share and no held job waits
+        (``decide.needs_no_hold``, ``decide.no_hold_share``); an unknown
         one keeps the share it has, held (``hold_unknown``) until the controller releases
         it, and so does a known one whose key the closed loop suspects (the controller
         leaves it out of the hook's table)."""
@@ -413,7 +422,8 @@ class _Model:
             run.share = ideal_demand(spec, run.fair, tuple(servers)).share
             ideal = spec.profile.ideal if spec.profile is not None else None
             run.held = (self.cfg.hold_known and not self.cfg.lowers_pending
-                        and not (ideal is not None and needs_no_hold(ideal, self.least_fair)))
+                        and not (ideal is not None and self.no_hold is not None
+                                 and needs_no_hold(ideal, self.no_hold)))
         else:
             run.held = self.cfg.hold_unknown
 
@@ -548,6 +558,9 @@ class _Model:
     def _controller(self, t: float) -> None:
         if self.cfg.usage is not None:
             self._watch(t)
+        # The hook's table, written before the round acts (controller/daemon.py).
+        self.no_hold = no_hold_share(self.least_fair,
+                                     any(r.held for r in self.waiting.values()))
         # Each pool's pending jobs (held, or in Slurm's queue) and running ones synergy
         # manages, by GPU type, grouped as the controller groups them (decide.by_pool).
         jobs = [(r, False) for r in self.waiting.values()
@@ -713,6 +726,14 @@ def _add(used: dict[str, Resources], server: str, res: Resources, sign: int) -> 
 
 def _add_to(total: Resources, res: Resources, sign: int) -> Resources:
     return total + res if sign > 0 else total - res
+
+
+def _on_grid(t: float, due: float, step: float) -> float:
+    """``due`` where it is still ahead of ``t``, else the first multiple of ``step`` at
+    or after ``t``: when a skipped round or pass may run next."""
+    if due >= t:
+        return due
+    return math.ceil(t / step - 1e-9) * step
 
 
 def _next_on_grid(t: float, step: float) -> float:

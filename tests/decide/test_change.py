@@ -22,6 +22,7 @@ from synergy_slurm.decide import (
     PendingView,
     Step,
     needs_no_hold,
+    no_hold_share,
     reconcile,
     what_synergy_changes,
 )
@@ -199,6 +200,13 @@ def test_a_job_synergy_requeued_is_not_lowered_before_it_runs_again():
     assert reconcile(PendingView(False, nine, requeued=True), PerGpu(3, 62.5), True) is None
     got = reconcile(PendingView(False, nine, requeued=True), PerGpu(12, 125.0), True)
     assert got is not None and got.step is Step.RAISE
+
+
+def test_while_a_held_job_waits_no_shape_goes_unheld():
+    fair = PerGpu(3, 62.5)
+    assert no_hold_share(fair, held_waiting=False) == fair
+    assert no_hold_share(fair, held_waiting=True) is None
+    assert no_hold_share(None, held_waiting=False) is None
 
 
 def test_a_shape_within_the_proportional_share_needs_no_hold():

@@ -94,10 +94,14 @@ def test_fixed_outcomes_and_start_up_are_not_sped_up():
 
 
 def test_the_controller_releases_held_jobs_on_its_rounds_after_the_release_delay():
-    trace = [job(1, 0, 1, 100, model="h"), job(2, 3, 1, 100, model="h")]
+    trace = [job(1, 0, 1, 100, model="h"), job(2, 3, 1, 100, model="h"),
+             job(3, 43, 1, 100, model="h")]
     got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0)
     assert got[1].start == 2.0                 # the round at its arrival, then the delay
     assert got[2].start == 12.0                # the next round (t=10), then the delay
+    # Rounds keep their period while none is needed (after t=20 nothing waits): job 3
+    # waits for the round at t=50, not one run at its arrival (the model ran one at 43).
+    assert got[3].start == 52.0
     # Where Slurm honours lowering (26.05) a known profile is not held: it starts at its
     # submission with the hook's shape.
     got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0,
@@ -106,18 +110,32 @@ def test_the_controller_releases_held_jobs_on_its_rounds_after_the_release_delay
 
 
 def test_a_known_shape_within_the_proportional_share_is_never_held():
-    # 22.05 (lowering ignored), the controller's rounds at t=0, 10, ...: the flat
-    # profile's ideal (1 core, 10 GB per GPU) is within the proportional share, final at
-    # submission (decide.needs_no_hold): Slurm starts it at its submission; the hungry one
-    # (6 cores) submitted with it waits for the round at t=10. With hold_known off it
-    # starts as soon, at its table shape.
-    trace = [job(1, 0, 1, 100, model="h"), job(2, 3, 1, 100, model="m"),
-             job(3, 3, 1, 100, model="h")]
+    # 22.05 (lowering ignored), the controller's rounds at t=0, 10, ...: the round at 0
+    # saw job 1 held and wrote a table that holds every known profile; the round at 10
+    # saw none held: the flat profile's ideal (1 core, 10 GB per GPU) is within the
+    # proportional share, final at submission (decide.needs_no_hold), and job 2 starts at
+    # its submission; the hungry one (6 cores) submitted with it waits for the round at
+    # t=20. With hold_known off it starts as soon, at its table shape.
+    trace = [job(1, 0, 1, 100, model="h"), job(2, 13, 1, 100, model="m"),
+             job(3, 13, 1, 100, model="h")]
     got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0)
-    assert (got[1].start, got[2].start, got[3].start) == (2.0, 3.0, 12.0)
+    assert (got[1].start, got[2].start, got[3].start) == (2.0, 13.0, 22.0)
     got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0,
               hold_known=False)
-    assert got[3].start == 3.0
+    assert got[3].start == 13.0
+
+
+def test_while_a_held_job_waits_every_known_profile_is_held():
+    # A (8 GPUs) runs; B (8 GPUs, hungry) waits held for A's GPUs; C (flat, its shape
+    # within the proportional share) comes later. Unheld, C would wait in Slurm's queue
+    # and Slurm's scheduler would start it the moment A ends, before the controller's
+    # next round released B (decide.no_hold_share): the paper's mix at 8 jobs an hour
+    # lost synergy's whole gain that way. Held, C waits for B, in the controller's order.
+    trace = [job(1, 0, 8, 105, model="h"), job(2, 1, 8, 100, model="h"),
+             job(3, 15, 8, 100, model="m")]
+    got = run(trace, "tune", controller_interval_s=10.0, release_delay_s=2.0)
+    assert got[2].start < got[3].start
+    assert got[3].start >= got[2].finish
 
 
 def test_a_job_the_controller_released_is_pending_to_its_next_round():
