@@ -167,7 +167,7 @@ def warnings(t: Mapping[str, Any], actual_jct_h: float, nodes_used: int, nodes_d
     if not release_read:
         out.append(Warning("the Slurm release was not read (no scontrol answered): the "
                            "synergy replay assumes 22.05's rules (known profiles held, but "
-                           "those within the proportional share)",
+                           "those within the proportional share while none waits held)",
                            "give --slurm-release X.Y (26.05 and later shape at submission)"))
     n = sum(skipped.values())
     if n:
