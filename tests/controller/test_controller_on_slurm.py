@@ -85,11 +85,6 @@ def test_enforce_shapes_both_ways_and_releases(env):
     assert parse_table((env["cluster"].etc / TABLE_NAME).read_text()).no_hold == frozenset()
     for jid in (low, high, unknown):
         wait_for(cli, jid, {"COMPLETED"})
-    # Nothing held waits now: gnmt's shape (1 core, 20 GB) is within the partition's
-    # proportional share, so the hook will not hold it; alexnet's is above it.
-    assert ctl.run_round().errors == 0
-    table = parse_table((env["cluster"].etc / TABLE_NAME).read_text())
-    assert "gnmt" in table.no_hold and "alexnet" not in table.no_hold
     assert "cpus=1" in (tmp / "low").read_text()        # lowered: 3 -> 1 core
     assert "cpus=12" in (tmp / "high").read_text()
     assert "cpus=6" in (tmp / "unk").read_text()        # unknown profile: proportional
@@ -97,6 +92,11 @@ def test_enforce_shapes_both_ways_and_releases(env):
                                        "--format", "json"])
     rows = {r["job_id"]: r for r in json.loads(status.stdout)["jobs"]}
     assert rows[high]["planned_cpus"] == 12 and rows[high]["profile_key"] == "alexnet"
+    # Nothing held waits now: gnmt's shape (1 core, 20 GB) is within the partition's
+    # proportional share, so the hook will not hold it; alexnet's is above it.
+    assert ctl.run_round().errors == 0
+    table = parse_table((env["cluster"].etc / TABLE_NAME).read_text())
+    assert "gnmt" in table.no_hold and "alexnet" not in table.no_hold
 
 
 def test_killed_mid_round_then_restarted_leaves_nothing_held(env):
