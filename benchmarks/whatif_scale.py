@@ -11,6 +11,7 @@ times the whole command (read, parse, the plain replay and the three forecasts' 
 report) and prints the figure as JSON.
 
     python benchmarks/whatif_scale.py [--jobs 100000] [--servers 64] [--round-seconds 300]
+    python benchmarks/whatif_scale.py --jobs 3000 --requeue-ok 1   # a third opted in
 
 The target (issue #17): 100,000 jobs in under 2 minutes on this 2-core machine.
 """
@@ -39,7 +40,9 @@ from synergy_slurm.sim.trace import philly_jobs
 T0 = 1_790_000_000
 
 
-def export(n: int, servers: int, round_s: float, seed: int) -> dict:
+def export(n: int, servers: int, round_s: float, seed: int, requeue_ok: int = 0) -> dict:
+    """The history; every ``requeue_ok``-th job with a profile also says it checkpoints
+    (``synergy:requeue-ok``), so the replays model requeues (0: none)."""
     profiles = load_profiles(default_profiles_path())
     cluster = ClusterState.uniform(servers, 8, 24, 500.0)
     # About 80% GPU load: the multi-GPU Philly mix averages 2.34 GPUs and 16.7 h per job
@@ -56,6 +59,8 @@ def export(n: int, servers: int, round_s: float, seed: int) -> dict:
         t = by_id[r.job_id]
         jid = r.job_id + 1
         comment = f"synergy:profile={t.model}" if jid % 3 == 0 else ""
+        if comment and requeue_ok and (jid // 3) % requeue_ok == 0:
+            comment += " synergy:requeue-ok"
         elapsed = int(r.finish) - int(r.start)
         cpu_s = busy.get(t.model, 0.5) * elapsed * 3 * t.gpus
         jobs.append({
@@ -84,9 +89,13 @@ def main_() -> int:
     ap.add_argument("--servers", type=int, default=64)
     ap.add_argument("--round-seconds", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--requeue-ok", type=int, default=0, metavar="K",
+                    help="every K-th job with a profile opts in to requeues (1: all of "
+                    "them, a third of the history); the replays then model the controller's "
+                    "requeues, the slowest part of a replay (default 0: none)")
     a = ap.parse_args()
     t = time.perf_counter()
-    doc = export(a.jobs, a.servers, a.round_seconds, a.seed)
+    doc = export(a.jobs, a.servers, a.round_seconds, a.seed, a.requeue_ok)
     gen_s = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "sacct.json"
@@ -103,6 +112,7 @@ def main_() -> int:
     out = json.loads(res.output.strip().splitlines()[-1])
     print(json.dumps({
         "jobs": a.jobs, "servers": a.servers, "round_s": a.round_seconds,
+        "requeue_ok": out["requeue_ok"], "requeues": out["requeues"],
         "export_mb": round(size_mb, 1), "generate_s": round(gen_s, 1),
         "whatif_wall_s": round(wall, 1), "replays_s": out["wall_s"],
         "target_s": 120, "fidelity": out["fidelity"], "gain": out["gain"],

@@ -31,14 +31,25 @@ def speedup_of(job: JobSpec, share: PerGpu, fair: PerGpu) -> float:
     return job.profile.speedup(share, fair)
 
 
-def server_caps(gpus: int, servers: tuple[Server, ...]) -> list[PerGpu]:
+Kinds = frozenset[tuple[int, int, float]]
+
+
+def server_kinds(servers: tuple[Server, ...]) -> Kinds:
+    """The kinds of server a site has, as (GPUs, cores, GB): a site has few. Plain tuples
+    (equal and hashed as the Resources are): hashing the dataclass per server per call
+    was a tenth of a large replay's time (#17). A caller that asks for many jobs' shares
+    against the same servers reads them once (``requeue.requeues``)."""
+    return frozenset((c.gpus, c.cpus, c.mem_gb) for c in (s.capacity for s in servers))
+
+
+def server_caps(gpus: int, servers: tuple[Server, ...], kinds: Kinds | None = None
+                ) -> list[PerGpu]:
     """The largest per-GPU shares a ``gpus``-GPU job can have on one server, one per kind
     of server (none dominated by another); for a job larger than every server, a server's
-    share per GPU (it spans whole servers). Empty without servers."""
-    # A site has few kinds of servers. As plain tuples (equal and hashed as the
-    # Resources are): hashing the dataclass per server per call was a tenth of a large
-    # replay's time (#17).
-    kinds = {(c.gpus, c.cpus, c.mem_gb) for c in (s.capacity for s in servers)}
+    share per GPU (it spans whole servers). Empty without servers. ``kinds``: the
+    servers' (``server_kinds``), where the caller has them."""
+    if kinds is None:
+        kinds = server_kinds(servers)
     boxes = {PerGpu(c // gpus, m / gpus) for g, c, m in kinds if g >= gpus}
     if not boxes:
         boxes = {PerGpu(c // g, m / g) for g, c, m in kinds if g > 0}
@@ -46,10 +57,11 @@ def server_caps(gpus: int, servers: tuple[Server, ...]) -> list[PerGpu]:
                   key=lambda b: (b.cpus, b.mem_gb))
 
 
-def job_caps(job: JobSpec, servers: tuple[Server, ...]) -> list[PerGpu]:
+def job_caps(job: JobSpec, servers: tuple[Server, ...], kinds: Kinds | None = None
+             ) -> list[PerGpu]:
     """The largest per-GPU shares this job may have: a server's (``server_caps``), cut to
     the job's site limit where it has one."""
-    caps = server_caps(job.gpus, servers)
+    caps = server_caps(job.gpus, servers, kinds)
     if job.limit is None:
         return caps
     cut = {c.capped(job.limit) for c in caps}
@@ -57,7 +69,8 @@ def job_caps(job: JobSpec, servers: tuple[Server, ...]) -> list[PerGpu]:
                   key=lambda b: (b.cpus, b.mem_gb))
 
 
-def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Demand:
+def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...],
+                 kinds: Kinds | None = None) -> Demand:
     """The job's ideal share, capped at the largest server and at the job's site limit (a
     job larger than every server: at a server's share per GPU, so that an insensitive one
     still takes no more than its ideal); proportional when unknown, or when the capped
@@ -66,7 +79,7 @@ def ideal_demand(job: JobSpec, fair: PerGpu, servers: tuple[Server, ...]) -> Dem
     profile = job.profile
     if profile is None or profile.ideal is None:
         return proportional
-    caps = job_caps(job, servers)
+    caps = job_caps(job, servers, kinds)
     if not caps:
         return proportional
     point, how = profile.ideal, How.IDEAL

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .demand import Demand, ideal_demand, intermediate_points
+from .demand import Demand, ideal_demand, intermediate_points, server_kinds
 from .job import JobSpec
 from .plan import Allocation, Plan
 from .resources import MEM_EPS, ClusterState, PerGpu
@@ -75,6 +75,7 @@ def requeues(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterStat
     """
     fair = cluster.fair
     free = free_after(cluster, plan)
+    kinds = server_kinds(cluster.servers)
     out: list[Requeue] = []
     for spec, alloc in running:
         if len(out) >= budget:
@@ -83,7 +84,7 @@ def requeues(running: Sequence[tuple[JobSpec, Allocation]], cluster: ClusterStat
             continue
         cur_speed = spec.profile.speedup(alloc.share, fair)
         here = Demand(alloc.share, cur_speed, alloc.how)
-        wanted = ideal_demand(spec, fair, cluster.servers)
+        wanted = ideal_demand(spec, fair, cluster.servers, kinds)
         for d in [wanted, *intermediate_points(spec, wanted.share, here, fair)]:
             if d.speedup <= cur_speed * (1 + 1e-6):
                 continue

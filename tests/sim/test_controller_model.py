@@ -200,13 +200,40 @@ def test_a_requeue_budget_with_nothing_to_requeue_changes_nothing_and_skips_idle
 
     assert counting(2) == counting(0) == without
     assert rounds[2] == rounds[0]
-    # With jobs that opted in, the rounds do run (a requeue may pay as jobs progress).
+    # With jobs that opted in, more rounds run (one as each job's requeue interval ends).
     opted = [replace(t, requeue_ok=True) for t in trace]
     n = {"rounds": 0}
     simulate(opted, PROFILES, SlurmConfig(ONE, allocator="tune",
                                         round_s=5.0, requeue_budget=2, **kw),
              on_round=lambda *_: n.__setitem__("rounds", n["rounds"] + 1))
     assert n["rounds"] > rounds[0]
+
+
+def test_skipping_the_rounds_that_cannot_requeue_gives_the_same_jobs(monkeypatch):
+    """A requeue a round did not make does not pay later (what a restart saves shrinks
+    as the job runs) until something starts, ends or comes, or a job's requeue interval
+    ends: the model runs only those rounds, and gives the jobs a round every interval
+    gives, requeues included."""
+    from synergy_slurm.sim import controller_model
+
+    trace = [job(i, 7.0 * i, 1 + i % 3, 60.0 + 13 * (i % 5), model="hm"[i % 2],
+                 requeue_ok=True) for i in range(30)]
+    cfg = SlurmConfig(ONE, allocator="tune", round_s=5.0, controller_interval_s=2.0,
+                      requeue_opt_in=True, requeue_interval_s=10.0, restart_cost_s=5.0,
+                      requeue_budget=1)
+
+    def jobs_and_rounds():
+        n = {"rounds": 0}
+        res = simulate(trace, PROFILES, cfg, on_round=lambda *_: n.__setitem__(
+            "rounds", n["rounds"] + 1))
+        return {j.job_id: j for j in res.jobs}, n["rounds"]
+
+    skipping, few = jobs_and_rounds()
+    monkeypatch.setattr(controller_model._Model, "_ticks_anyway", lambda self, t: True)
+    every, many = jobs_and_rounds()
+    assert sum(j.restarts for j in every.values()) >= 1
+    assert skipping == every
+    assert few < many
 
 
 def test_a_key_the_closed_loop_suspects_is_held_as_unknown_by_the_hook(paper_profiles):
