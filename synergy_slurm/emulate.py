@@ -53,22 +53,28 @@ def granted_share() -> tuple[int, float, int]:
     return max(1, cpus // max(1, gpus)), mem_mb / MB_PER_GB / max(1, gpus), gpus
 
 
-def _burner(share: float, period_s: float = 0.02) -> int:
-    """A child process that keeps ``share`` of one core busy, at the lowest priority: under
-    contention it yields to Slurm's daemons. It counts its own CPU time against the wall
-    clock since it began and spins only while it owes some: a burner that was kept off its
-    core (the host's 2 cores busy with other jobs' Python, slurmstepd, the benchmark's
-    polling) makes up for it once the core is free, so accounting's TotalCPU records the
-    share asked for wherever the host has room for it over the run, not whatever share a
-    busy moment left it. Returns its pid."""
+def _burner(share: float, period_s: float = 0.02, catch_up_s: float = 30.0,
+            nice: int = 19) -> int:
+    """A child process that keeps ``share`` of one core busy, at the lowest priority
+    (``nice``): under contention it yields to Slurm's daemons. It counts its own CPU time
+    against the wall clock since it began and spins only while it owes some: a burner that
+    was kept off its core (the host's 2 cores busy with other jobs' Python, slurmstepd, the
+    benchmark's polling) makes up for it once the core is free, so accounting's TotalCPU
+    records the share asked for wherever the host has room for it over the run, not whatever
+    share a busy moment left it. What it owes is capped at ``catch_up_s`` of its share, so
+    that a long stall does not make it spin at a full core for as long (a per-round sample
+    of its use would read above its share). Returns its pid."""
     pid = os.fork()
     if pid:
         return pid
-    os.nice(19)
+    os.nice(nice)
     share = min(1.0, max(0.0, share))
     wall0, cpu0 = time.perf_counter(), time.process_time()
     while True:
         owed = share * (time.perf_counter() - wall0) - (time.process_time() - cpu0)
+        if owed > share * catch_up_s:
+            wall0 += (owed - share * catch_up_s) / share
+            owed = share * catch_up_s
         if owed > 0:
             end = time.process_time() + min(owed, period_s)
             while time.process_time() < end:

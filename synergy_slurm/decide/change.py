@@ -86,8 +86,9 @@ def needs_no_hold(shape: PerGpu, proportional: PerGpu) -> bool:
     its share by what is free when it starts. A shape within the proportional share is
     already the least any plan gives the job and nothing raises it (its profile runs no
     faster with more), so a hold would only delay its start by a controller round and a
-    scheduler pass: a job that gives cores and memory away starts at once with its shape
-    on every release, as plain Slurm would start it with more. ``proportional``: the
+    scheduler pass: a job that gives cores and memory away may start at once with its
+    shape, as plain Slurm would start it with more, while no held job waits for the GPU
+    it would take (``no_hold_share``). ``proportional``: the
     smallest proportional share of the managed partitions (the hook does not know which
     partition's default a job gets)."""
     return shape.cpus <= proportional.cpus and \

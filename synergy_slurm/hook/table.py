@@ -46,9 +46,10 @@ class HookTable:
     hold_unknown: bool = False
     hold_known: bool = False
     override_user_shape: bool = False
-    # Known keys the hook never holds (decide.needs_no_hold: their shape is within the
-    # proportional share, final at submission); a "no_hold KEY" line each, which a hook
-    # that predates it ignores (it holds them, as before).
+    # Known keys the hook does not hold (decide.needs_no_hold: their shape is within the
+    # proportional share, final at submission), listed only while no held job waits
+    # (decide.no_hold_share); a "no_hold KEY" line each, which a hook that predates it
+    # ignores (it holds them, as before).
     no_hold: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:

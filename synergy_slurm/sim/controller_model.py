@@ -183,7 +183,7 @@ class _Model:
         # What the hook's table holds known shapes to (decide.needs_no_hold).
         self.least_fair = smallest_fair(self.pools) or config.cluster.fair
         # The table's no-hold share as the last round wrote it (decide.no_hold_share).
-        self.no_hold: PerGpu | None = self.least_fair
+        self.no_hold: PerGpu | None = no_hold_share(self.least_fair, False)
         # Each partition's nodes: what the main scheduler closes when one of its jobs waits.
         self.partition_nodes = {p.partition: p.server_names() for p in self.pools}
         self.servers = config.cluster.servers
@@ -323,16 +323,17 @@ class _Model:
         return event
 
     def _ticks_anyway(self, t: float) -> bool:
-        """Whether the controller's round at ``t`` may act though nothing started, ended
-        or came since the last one: it watches use, its policy orders by time (LAS, SRTF,
-        FTF), or a running job's requeue interval ended since the last round. Otherwise a
-        round finds what the last found (the core is deterministic), and skipping it
-        changes nothing but the replay's speed: a requeue the last round did not make
-        does not pay later either, as what a restart saves only shrinks while the job runs
-        (its remaining work) and nothing frees room without an event; a round that
-        requeued or shrank a job is followed by one (``_requeue``, ``_rerate``), as the
-        budget is per round. Rounds every interval while any job may be requeued were
-        most of a requeue-heavy replay's time (#42: 55,889 rounds for 1,000 jobs)."""
+        """Whether the controller's round at ``t`` may act though nothing started, ended or
+        came since the last one: it watches use, its policy orders by time (LAS, SRTF, FTF),
+        or a running job's requeue interval ended since the last round. Otherwise a round
+        finds what the last found (the core is deterministic), and skipping it changes
+        nothing but the replay's speed: a requeue the last round did not make does not pay
+        later either, as what a restart saves only shrinks while the job runs (its remaining
+        work) and nothing frees room without an event; a round that changed anything
+        (released, reshaped, requeued or shrank a job) is followed by one (``_reshape``,
+        ``_requeue``, ``_rerate``), as the budget is per round and the next round plans from
+        what this one did. Rounds every interval while any job may be requeued were most of
+        a requeue-heavy replay's time (#42: 55,889 rounds for 1,000 jobs)."""
         return (self.cfg.usage is not None or self._time_policy
                 or self._next_requeue_due() <= t)
 
@@ -659,13 +660,16 @@ class _Model:
         if got is None or got.step is Step.CANNOT:
             return
         run.share = got.after
+        # Every change is one the next round must see (it plans from what this one did:
+        # a released job's priority, the table's no-hold lines), and an update wakes
+        # Slurm's scheduler: a job released with no delay is in its queue now, where no
+        # event would otherwise start it before the next backfill pass.
+        self._updated = self._tick_due = True
         if run.held:
             run.held = False
             run.eligible_at = t + self.cfg.release_delay_s
             self.released.add(run.trace.job_id)
             self._to_slurm(run, t)
-            return
-        self._updated = True
 
     def _rerate(self, run: _Run, t: float, share: PerGpu) -> None:
         """A running job's memory lowered in place: no restart, its speed from now on."""
