@@ -101,8 +101,9 @@ def no_hold_share(proportional: PerGpu | None, held_waiting: bool) -> PerGpu | N
     scheduler gives a freed GPU at once to a job in its queue, and a held job waits for
     the controller's next round: on a busy cluster a stream of unheld jobs took every GPU
     as it came free and the held ones (the CPU-hungry ones, submitted first) waited behind
-    all of them (the paper's mix at 8 jobs an hour on 22.05's rules: synergy's gain in mean
-    JCT 1.24x with every known profile held, 1.03x with the language models unheld, #42).
+    all of them (the paper's mix at 8 jobs an hour on 22.05's rules, 30-s rounds: synergy's
+    gain in mean JCT 1.20-1.27x with every known profile held, 0.92-1.07x with the language
+    models never held; benchmarks/hold_rule.py, #42).
     While jobs wait for synergy, the controller orders all of them."""
     return None if held_waiting else proportional
 
