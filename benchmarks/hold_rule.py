@@ -54,9 +54,13 @@ def main() -> int:
     ap.add_argument("--profiles", type=Path, default=DEFAULT_PROFILES)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: whole numbers separated by commas, not {args.seeds!r}")
     profiles = load_profiles(args.profiles)
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in seeds:
         trace = list(itertools.islice(philly_jobs(profiles, args.load, split=(20, 70, 10),
                                                   seed=seed), 600))
         row: dict = {"seed": seed,

@@ -94,6 +94,8 @@ def main_() -> int:
                     "them, a third of the history); the replays then model the controller's "
                     "requeues, the slowest part of a replay (default 0: none)")
     a = ap.parse_args()
+    if a.requeue_ok < 0:
+        ap.error("--requeue-ok: K must be 0 or more")
     t = time.perf_counter()
     doc = export(a.jobs, a.servers, a.round_seconds, a.seed, a.requeue_ok)
     gen_s = time.perf_counter() - t
