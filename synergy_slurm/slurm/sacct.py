@@ -2,9 +2,11 @@
 numbers and the newer ``{"set", "number"}`` objects alike) or ``sacct -P`` text with the
 fields in :data:`TEXT_FIELDS`, the form for releases or exports without JSON.
 
-Only allocations are read (``-X``: one record per job, not per step). Every record is
-parsed on its own; one that cannot be used becomes a :class:`Skipped` with the reason,
-never an exception out of this module.
+A job is read from its allocation record; of its steps (an export without ``-X``: nested
+in the job's JSON record, or the text form's ``123.batch`` lines) only the batch step is
+read, for how Slurm laid out a job spread over several nodes (:attr:`HistoryJob.batch_node`).
+Every record is parsed on its own; one that cannot be used becomes a :class:`Skipped`
+with the reason, never an exception out of this module.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ PRIORITY_FIELDS = (*TEXT_FIELDS, *OPTIONAL_FIELDS)
 HISTORY_JSON_ARGS = ("-a", "-D", "--json")
 HISTORY_TEXT_ARGS = ("-a", "-X", "-D", "-P", "-o", ",".join(PRIORITY_FIELDS))
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
+# A step's id in the text form (``123.batch``, ``123.extern``, ``123.0``).
+_STEP_ID = re.compile(r"^(\d+)\.([\w-]+)$")
 T = TypeVar("T")
 
 
@@ -81,6 +85,25 @@ class HistoryJob:
     request: GpuRequest | None = None
     # The command line it was submitted with, where accounting kept it (23.02 and later).
     submit_line: str = ""
+    # (cores, GPUs) its batch step had on its node, where the export nests the steps
+    # (read without -X); None where it does not.
+    batch_node: tuple[int, int] | None = None
+
+    @property
+    def poorest_cores_per_gpu(self) -> float | None:
+        """Cores per GPU on the poorest of its nodes, where it ran on several and its batch
+        node shows them laid out unevenly (None: one node, even, or not recorded). Slurm
+        does not split a ``--gpus`` job's cores by GPU: 22.05 gave a job of 24 cores and 8
+        GPUs on two nodes 4 cores for the batch node's 4 GPUs and 20 for the other 4. A
+        data-parallel job runs at its poorest node's pace. Exact on two nodes; on more, the
+        batch node's or the others' mean, whichever is fewer."""
+        if self.batch_node is None or len(self.nodes) < 2:
+            return None
+        cores, gpus = self.batch_node
+        if not 0 < gpus < self.gpus or not 0 < cores < self.cpus:
+            return None
+        poorest = min(cores / gpus, (self.cpus - cores) / (self.gpus - gpus))
+        return poorest if poorest < self.cpus / self.gpus - 1e-9 else None
 
     @property
     def started(self) -> bool:
@@ -183,8 +206,35 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
                 current, submit, num(t.get("eligible")) or submit, start, end,
                 used, nodes, text(rec.get("qos")), _priority(rec.get("priority")),
                 limit_min * 60.0 if limit_min and limit_min > 0 else None, text(admin))
-    return _with_shape(job, text(rec.get("submit_line")), bool(num(het.get("job_id"), 0)),
-                       text(resv.get("name")) not in ("", "0"))
+    job = _with_shape(job, text(rec.get("submit_line")), bool(num(het.get("job_id"), 0)),
+                      text(resv.get("name")) not in ("", "0"))
+    batch = _batch_json(rec.get("steps"))
+    return replace(job, batch_node=batch) if batch is not None else job
+
+
+def _batch_json(steps: Any) -> tuple[int, int] | None:
+    """The batch step's (cores, GPUs) on its node, from a job's nested steps (22.05's
+    ``step.name`` ``batch``; 24.11 and later ``step.id`` ``123.batch`` too); None where
+    there is no such step or its TRES cannot be read."""
+    if not isinstance(steps, list):
+        return None
+    for st in steps:
+        step_id = text(obj(st.get("step")).get("id")) if isinstance(st, Mapping) else ""
+        if step_id != "batch" and not step_id.endswith(".batch"):
+            continue
+        try:
+            tres = _tres_json(obj(st.get("tres")).get("allocated") or [])
+        except (ValueError, TypeError):
+            return None
+        return _cores_gpus(tres)
+    return None
+
+
+def _cores_gpus(tres: Mapping[str, float]) -> tuple[int, int] | None:
+    cores = int(tres.get("cpu", 0))
+    gpus = int(tres.get("gres/gpu", 0) or sum(v for k, v in tres.items()
+                                              if _GPU_TYPED.match(k)))
+    return (cores, gpus) if cores > 0 and gpus > 0 else None
 
 
 def _with_shape(job: HistoryJob, submit_line: str, het: bool, reservation: bool
@@ -244,7 +294,14 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
     if {"JobID", "JobIDRaw", "Submit"} & {x.strip() for x in head} or \
             not head[0][:1].isdigit():
         fields, body = _header(head), top + 1
+    batch: dict[int, tuple[int, int]] = {}
+    at = fields.index("JobIDRaw")
     for lineno, f in _records(lines, body, len(fields)):
+        step = _STEP_ID.match(f[at].strip()) if len(f) == len(fields) else None
+        if step:        # a step of an export without -X: the batch step's layout is kept
+            if step[2] == "batch" and (got := _batch_text(f[fields.index("AllocTRES")])):
+                batch[int(step[1])] = got
+            continue
         placed = _placed(f, fields)
         if isinstance(placed, str):
             skipped.append(Skipped(f"line {lineno} (job {f[0][:20]})", placed))
@@ -253,7 +310,17 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
             out.append(_job_from_text(placed))
         except ValueError as exc:
             skipped.append(Skipped(f"line {lineno} (job {f[0][:20]})", str(exc)))
+    if batch:
+        out = [replace(j, batch_node=batch[j.job_id]) if j.job_id in batch else j
+               for j in out]
     return out, skipped
+
+
+def _batch_text(alloc: str) -> tuple[int, int] | None:
+    try:
+        return _cores_gpus(_tres_text(alloc))
+    except ValueError:
+        return None
 
 
 # The fields that hold users' text: where an extra '|' may sit.

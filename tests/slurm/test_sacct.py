@@ -301,3 +301,57 @@ def test_the_history_falls_back_to_text_only_where_sacct_lacks_json():
     with pytest.raises(SlurmError, match="persist_conn"):
         read_history(down, "now-1day", "now")
     assert len(down.calls) == 1
+
+
+def _spread(batch_tres: list[dict], step_id: str, nodes: str = "n[1-2]") -> dict:
+    """The 26.05 fixture's first job as an 8-GPU, 24-core job on ``nodes``, with its
+    batch step (``step_id``: 22.05 names it ``batch``, later releases ``ID.batch``)."""
+    rec = json.loads((FIXTURES / "sacct_26.05.5.json").read_text())["jobs"][0]
+    tres = [{"type": "cpu", "name": "", "count": 24}, {"type": "mem", "name": "",
+                                                         "count": 500000},
+            {"type": "gres", "name": "gpu", "count": 8}]
+    return {**rec, "nodes": nodes, "tres": {"allocated": tres, "requested": tres},
+            "steps": [{"step": {"id": "7.extern", "name": "extern"},
+                       "tres": {"allocated": tres}},
+                      {"step": {"id": step_id, "name": "batch"},
+                       "tres": {"allocated": batch_tres}}]}
+
+
+@pytest.mark.parametrize("step_id", ["batch", "7.batch"])
+def test_a_spread_jobs_batch_step_says_how_its_cores_were_laid_out(step_id):
+    """22.05 gave an 8-GPU job 4 of its 24 cores on its batch node's 4 GPUs: its poorest
+    node had 1 core per GPU, not 3. Read from the nested steps of an export without -X."""
+    four = [{"type": "cpu", "name": "", "count": 4}, {"type": "gres", "name": "gpu",
+                                                       "count": 4}]
+    (job,), skipped = parse_history(json.dumps({"jobs": [_spread(four, step_id)]}))
+    assert not skipped and job.batch_node == (4, 4) and job.poorest_cores_per_gpu == 1.0
+    twenty = [{"type": "cpu", "name": "", "count": 20}, {"type": "gres", "name": "gpu",
+                                                         "count": 4}]
+    (job,), _ = parse_history(json.dumps({"jobs": [_spread(twenty, step_id)]}))
+    assert job.poorest_cores_per_gpu == 1.0          # the other node had 4 for its 4 GPUs
+    even = [{"type": "cpu", "name": "", "count": 12}, {"type": "gres", "name": "gpu",
+                                                       "count": 4}]
+    (job,), _ = parse_history(json.dumps({"jobs": [_spread(even, step_id)]}))
+    assert job.batch_node == (12, 4) and job.poorest_cores_per_gpu is None
+    (job,), _ = parse_history(json.dumps({"jobs": [_spread(four, step_id, nodes="n1")]}))
+    assert job.poorest_cores_per_gpu is None         # one node: what it had is its share
+    for broken in ([{"type": "cpu", "count": "x"}], "cpu=4", []):
+        (job,), skipped = parse_history(json.dumps({"jobs": [_spread(broken, step_id)]}))
+        assert not skipped and job.batch_node is None and job.gpus == 8
+
+
+def test_the_text_forms_step_lines_give_the_batch_layout_and_are_not_jobs():
+    """An export without -X in text: ``ID.batch`` gives the layout; ``ID.extern`` and
+    ``ID.0`` are steps, neither jobs nor records to skip."""
+    job = _row(JobIDRaw="7", AllocTRES="billing=24,cpu=24,gres/gpu=8,mem=500G,node=2",
+               NodeList="n[1-2]")
+    steps = [_row(JobIDRaw=f"7.{s}", AllocTRES=tres, NodeList=nodes, User="", Account="")
+             for s, tres, nodes in (("batch", "cpu=4,gres/gpu=4,mem=250G,node=1", "n1"),
+                                    ("extern", "cpu=24,gres/gpu=8,mem=500G,node=2",
+                                     "n[1-2]"),
+                                    ("0", "cpu=24,gres/gpu=8,node=2", "n[1-2]"))]
+    raw = "\n".join(["|".join(TEXT_FIELDS),
+                     *("|".join(r[c] for c in TEXT_FIELDS) for r in (job, *steps))])
+    (got,), skipped = parse_history(raw)
+    assert not skipped and got.job_id == 7 and got.batch_node == (4, 4)
+    assert got.poorest_cores_per_gpu == 1.0
