@@ -101,12 +101,21 @@ class _Run:
     # allocation that was asked: a new allocation (a start, a shrink) asks again.
     shrinks: bool = False
     shrinks_asked: Allocation | None = None
+    # Its poorest node's cores per GPU where the history shows Slurm laid it out unevenly
+    # (TraceJob.spread_cpus), for a job that keeps the shape it was submitted with; 0.0
+    # for one synergy reshapes (its share is laid out per GPU).
+    spread_cpus: float = 0.0
 
-    def speed(self, share: PerGpu) -> float:
+    def speed(self, share: PerGpu, placement: tuple[tuple[str, int], ...] = ()) -> float:
         if self.trace.fixed_s:
             return 1.0
         real = self.true or self.profile
-        return real.speedup(share, self.fair) if real is not None else 1.0
+        if real is None:
+            return 1.0
+        fair = self.fair
+        if self.spread_cpus and len(placement) > 1 and share == (self.trace.share or fair):
+            return real.at(self.spread_cpus, share.mem_gb) / real.at(fair.cpus, fair.mem_gb)
+        return real.speedup(share, fair)
 
     def done_by(self, t: float) -> tuple[float, float]:
         """(work left, debt left) at ``t`` of the current run."""
@@ -410,6 +419,8 @@ class _Model:
                 return   # Slurm refuses it at submission: never runs (counted unfinished)
         if self.synergy:
             self._hook(run, servers)
+        if tj.spread_cpus and not (self.synergy and _change(run) is Change.RESHAPE):
+            run.spread_cpus = tj.spread_cpus
         self.waiting[tj.job_id] = run
         if not run.held:
             self._to_slurm(run, tj.arrival)
@@ -458,10 +469,10 @@ class _Model:
         for s in starts:
             run = self.waiting.pop(s.job_id)
             self.visible.pop(s.job_id, None)
+            run.rate = run.speed(run.share, s.placement)
             run.alloc = Allocation(run.trace.job_id, run.trace.gpus, run.share, s.placement,
-                                   run.speed(run.share), How.SLURM)
+                                   run.rate, How.SLURM)
             run.run_start = t
-            run.rate = run.speed(run.share)
             run.end_at = t + run.debt_s + run.work_s / run.rate
             if run.start is None:
                 run.start = t

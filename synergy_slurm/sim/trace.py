@@ -67,6 +67,11 @@ class TraceJob:
     # history says (whatif); "": by its profile alone, reshaped when it has one, else
     # released (generated and CSV traces).
     change: str = ""
+    # Cores per GPU on the poorest of its nodes where the history shows Slurm laid it out
+    # unevenly over several (0: evenly, or not known): run with the share it had and
+    # spread over nodes again, it runs at that node's pace (a data-parallel job waits for
+    # its slowest part). A share synergy gives is laid out per GPU (--cpus-per-gpu).
+    spread_cpus: float = 0.0
 
 
 def read_trace(path: str | Path, profiles: Mapping[str, Profile] | None = None) -> list[TraceJob]:

@@ -226,6 +226,9 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
         out.source[job.job_id] = how if prof is not None else "unknown"
         if job.state in FIXED_STATES:
             out.notes[f"{job.state.lower()}: replayed for as long as it ran"] += 1
+        if out.trace[-1].spread_cpus:
+            out.notes["spread over nodes with fewer cores per GPU on one (its batch "
+                      "step's): replayed at that node's pace while it keeps its shape"] += 1
     return out
 
 
@@ -257,8 +260,11 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     startup = min(startup_s, elapsed)
     fixed = elapsed if job.state in FIXED_STATES else 0.0
     work = elapsed - startup
+    # A job Slurm laid out unevenly over its nodes ran at its poorest node's pace.
+    poorest = job.poorest_cores_per_gpu if had is not None and prof is not None else None
     if prof is not None and had is not None:
-        work *= prof.speedup(had, fair)
+        work *= (prof.at(poorest, had.mem_gb) / prof.at(fair.cpus, fair.mem_gb) if poorest
+                 else prof.speedup(had, fair))
     # A job the hook did not tag that became eligible after its submission asked to wait.
     asked = job.eligible - t0 if (not tags and job.eligible > job.submit + ASKED_WAIT_S) \
         else None
@@ -269,7 +275,8 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
                     partition=pool.partition, gpu_type=job.gpu_type or "",
                     time_limit_s=job.time_limit_s or default_limit_s,
                     share=None if tags.get("managed") == "1" else had, eligible=asked,
-                    work_s=work, startup_s=startup, fixed_s=fixed, change=str(change))
+                    work_s=work, startup_s=startup, fixed_s=fixed, change=str(change),
+                    spread_cpus=poorest or 0.0)
 
 
 def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:

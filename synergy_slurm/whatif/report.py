@@ -115,7 +115,8 @@ def first_screen(doc: Mapping[str, Any], replay: ReplayInput, cluster: ClusterSt
     used, peak = summary.nodes_and_peak(list(replay.jobs.values()),
                                         {s.name for s in cluster.servers})
     warned = summary.warnings(t, actual["jct_mean_h"], used, len(cluster.servers), peak,
-                              cluster.total.gpus, release_read, doc["skipped_reasons"])
+                              cluster.total.gpus, release_read, doc["skipped_reasons"],
+                              summary.spread_unrecorded(list(replay.jobs.values())))
     return {"headline": head, "trust": t, "warnings": [w.as_dict() for w in warned],
             "next": summary.next_steps(doc.get("keys_to_profile") or [], bool(warned))}
 

@@ -28,6 +28,9 @@ MIN_WAIT_S = 30.0
 USED_SHARE = 0.5
 # A forecast within this of 1.0 is "no change".
 SAME = 0.005
+# GPU jobs spread over several nodes whose layout the export does not record (-X) hold
+# at least this share of the GPU-hours: their work may be overstated.
+SPREAD_UNRECORDED = 0.05
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,11 @@ def trust_text(t: Mapping[str, Any]) -> list[str]:
 
 def warnings(t: Mapping[str, Any], actual_jct_h: float, nodes_used: int, nodes_described: int,
              peak_gpus: int, gpus_described: int, release_read: bool,
-             skipped: Mapping[str, int]) -> list[Warning]:
+             skipped: Mapping[str, int], spread_unrecorded: float = 0.0) -> list[Warning]:
     """What this history earns (module constants): a replay that misses the waiting or
     the JCT, jobs that used far less of the cluster than described, a release assumed
-    rather than read, records skipped."""
+    rather than read, records skipped, spread jobs whose layout the export lacks
+    (``spread_unrecorded``: their share of the GPU-hours, :func:`spread_unrecorded`)."""
     out: list[Warning] = []
     w = t["wait_h"]
     if w["history"] >= max(WAIT_MATTERS * actual_jct_h, MIN_WAIT_S / 3600) \
@@ -169,6 +173,13 @@ def warnings(t: Mapping[str, Any], actual_jct_h: float, nodes_used: int, nodes_d
                            "synergy replay assumes 22.05's rules (known profiles held, but "
                            "those within the proportional share while none waits held)",
                            "give --slurm-release X.Y (26.05 and later shape at submission)"))
+    if spread_unrecorded >= SPREAD_UNRECORDED:
+        out.append(Warning(
+            f"jobs spread over several nodes hold {spread_unrecorded:.0%} of the GPU-hours "
+            "and the export does not say how their cores were laid out: each is taken as "
+            "even, which overstates the work of one Slurm gave few cores on a node",
+            "export without -X (sacct -a -D --json): each job's batch step records its "
+            "node's share"))
     n = sum(skipped.values())
     if n:
         top = max(skipped, key=lambda k: skipped[k])
@@ -204,6 +215,15 @@ def nodes_and_peak(jobs: Sequence[HistoryJob], described: set[str]) -> tuple[int
         cur += d
         peak = max(peak, cur)
     return len(used), peak
+
+
+def spread_unrecorded(jobs: Sequence[HistoryJob]) -> float:
+    """The share of the GPU jobs' GPU-hours held by jobs that ran on several nodes and
+    whose batch step's share the export does not record."""
+    hours = [(j.gpus * (j.elapsed_s or 0.0), len(j.nodes) > 1 and j.batch_node is None)
+             for j in jobs if j.gpus > 0]
+    total = sum(h for h, _ in hours)
+    return sum(h for h, unknown in hours if unknown) / total if total else 0.0
 
 
 def _dur(hours: float) -> str:

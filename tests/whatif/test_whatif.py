@@ -451,3 +451,57 @@ def test_the_forecasts_and_their_report(tmp_path, paper_profiles):
     doc = pipeline_run(src, paper_profiles, servers=1).doc
     assert doc["forecast"]["optimistic"] is None and doc["forecast"]["guaranteed"] > 0
     assert "give --assume-mix" in doc["forecast_detail"]["optimistic"]["assumes"]
+
+
+def test_a_job_slurm_laid_out_unevenly_runs_at_its_poorest_nodes_pace(paper_profiles):
+    """#42's w19: 22.05 gave an 8-GPU alexnet job spread over two nodes 4 of its 24 cores
+    on one node's 4 GPUs, and it ran an hour at that node's 1 core per GPU. Its work is
+    measured at that pace, and the plain replay, spreading it again with the shape it had,
+    runs it the hour it ran; placed whole on one node (a bigger one), it runs at 3 cores
+    per GPU; reshaped by synergy, at the share synergy gives it on every node."""
+    spread = replace(hjob(1, start=10.0, end=3610.0, submit=10.0, gpus=8, cpus=24,
+                          mem=500_000.0, comment="synergy:profile=alexnet",
+                          nodes=("n1", "n2")), batch_node=(4, 4))
+    # GPUs left free when it arrives: 2, 2 and 4 (best fit), so it spreads again.
+    fill = [hjob(i, end=7200.0, gpus=g, cpus=g, mem=40_000.0, nodes=(f"n{i}",))
+            for i, g in ((2, 6), (3, 6), (4, 4))]
+    rp = build_replay([spread, *fill], paper_profiles, pools("n1", "n2"))
+    tj = {t.job_id: t for t in rp.trace}[1]
+    alexnet, fair = paper_profiles["alexnet"], PerGpu(3, 62.5)
+    assert tj.spread_cpus == 1.0
+    assert tj.work_s == pytest.approx(3600 * alexnet.speedup(PerGpu(1, 62.5), fair))
+    assert rp.notes["spread over nodes with fewer cores per GPU on one (its batch step's): "
+                    "replayed at that node's pace while it keeps its shape"] == 1
+    out = replay(rp, paper_profiles, ClusterState.uniform(3), sched_s=1.0)
+    plain = out.times("plain")[1]
+    assert plain.end - plain.start == pytest.approx(3600, rel=0.01)
+    reshaped = out.times("synergy")[1]
+    assert reshaped.end - reshaped.start < 0.8 * 3600
+    # Without the layout, the hour is taken as work at 3 cores per GPU.
+    even = build_replay([replace(spread, batch_node=None), *fill], paper_profiles,
+                        pools("n1", "n2"))
+    assert {t.job_id: t for t in even.trace}[1].work_s == pytest.approx(3600)
+    # One node that holds all 8 GPUs: its cores are its share's on that node.
+    big = (Pool("", ClusterState((Server("n9", Resources(16, 48, 1000.0)),))),)
+    whole = run(rp, paper_profiles, big[0].cluster, big, "tune",
+                ControllerSettings(sched_s=1.0)).times("plain")[1]
+    assert whole.end - whole.start == pytest.approx(tj.work_s, rel=0.01)
+
+
+def test_spread_jobs_without_their_layout_earn_a_warning():
+    """An -X export keeps only a spread job's totals: where such jobs hold a real share
+    of the GPU-hours, the first screen says so and how to export their layout."""
+    from synergy_slurm.whatif import summary
+
+    spread = hjob(1, gpus=8, cpus=24, nodes=("n1", "n2"))          # 8 GPU-hours
+    small = [hjob(i, gpus=1) for i in range(2, 10)]                 # 8 more
+    assert summary.spread_unrecorded([spread, *small]) == pytest.approx(0.5)
+    assert summary.spread_unrecorded([replace(spread, batch_node=(12, 4)), *small]) == 0
+    assert summary.spread_unrecorded([replace(spread, nodes=("n1",)), *small]) == 0
+    trust = {"wait_h": {"history": 0.0, "replay": 0.0, "missed_share": 0.0},
+             "jct_mean": 0.0}
+    said = [w.what + " / " + w.check for w in summary.warnings(
+        trust, 1.0, 2, 2, 8, 16, True, {}, summary.spread_unrecorded([spread, *small]))]
+    assert len(said) == 1 and "hold 50% of the GPU-hours" in said[0]
+    assert "export without -X (sacct -a -D --json)" in said[0]
+    assert not summary.warnings(trust, 1.0, 2, 2, 8, 16, True, {}, 0.04)
