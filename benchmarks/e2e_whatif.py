@@ -140,10 +140,11 @@ def run_mix(cli: SlurmCLI, jobs: list[BenchJob], profiles, profiles_path: Path, 
 
 def export(cli: SlurmCLI, names: set[str], path: Path, since: float) -> Path:
     """The run's jobs, as an admin would save them for synergy whatif --from: the records
-    sacct has of jobs with our names submitted since ``since`` (epoch seconds)."""
+    sacct has of jobs with our names submitted since ``since`` (epoch seconds), their
+    steps nested (no -X: the batch step says how a job spread over nodes was laid out)."""
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 1))
     for _ in range(30):     # slurmdbd hears of the last end a moment later
-        doc = json.loads(cli.run("sacct", ["-a", "-X", "-D", "--json", "-S", start]))
+        doc = json.loads(cli.run("sacct", ["-a", "-D", "--json", "-S", start]))
         parsed, _ = parse_history(json.dumps(doc))
         ids = {j.job_id for j in parsed if j.name in names and j.submit >= since - 1}
         mine = [r for r in doc["jobs"] if r.get("job_id") in ids]
