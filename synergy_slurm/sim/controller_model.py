@@ -103,7 +103,7 @@ class _Run:
     shrinks_asked: Allocation | None = None
     # Its poorest node's cores per GPU where the history shows Slurm laid it out unevenly
     # (TraceJob.spread_cpus), for a job that keeps the shape it was submitted with; 0.0
-    # for one synergy reshapes (its share is laid out per GPU).
+    # for one synergy reshapes (its explicit share is laid out per GPU, TraceJob).
     spread_cpus: float = 0.0
 
     def speed(self, share: PerGpu, placement: tuple[tuple[str, int], ...] = ()) -> float:

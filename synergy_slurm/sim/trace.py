@@ -70,7 +70,9 @@ class TraceJob:
     # Cores per GPU on the poorest of its nodes where the history shows Slurm laid it out
     # unevenly over several (0: evenly, or not known): run with the share it had and
     # spread over nodes again, it runs at that node's pace (a data-parallel job waits for
-    # its slowest part). A share synergy gives is laid out per GPU (--cpus-per-gpu).
+    # its slowest part). A share synergy gives is taken as laid out per GPU: 22.05 laid an
+    # explicit cores-per-GPU, the controller's too, out evenly where the nodes had the
+    # cores (tests/slurm/test_release_facts_on_slurm.py).
     spread_cpus: float = 0.0
 
 

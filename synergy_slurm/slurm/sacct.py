@@ -41,8 +41,10 @@ PRIORITY_FIELDS = (*TEXT_FIELDS, *OPTIONAL_FIELDS)
 HISTORY_JSON_ARGS = ("-a", "-D", "--json")
 HISTORY_TEXT_ARGS = ("-a", "-X", "-D", "-P", "-o", ",".join(PRIORITY_FIELDS))
 _GPU_TYPED = re.compile(r"^gres/gpu:([\w.\-]+)$")
-# A step's id in the text form (``123.batch``, ``123.extern``, ``123.0``).
-_STEP_ID = re.compile(r"^(\d+)\.([\w-]+)$")
+# A step's id in the text form (``123.batch``, ``123.extern``, ``123.0``, a het step's
+# ``123.0+1``, an array task's ``5_1.batch`` as JobID shows it), and the batch step's.
+_STEP = re.compile(r"^\d+(?:[_+]\d+)?\.[\w+-]+$")
+_BATCH = re.compile(r"^(\d+)\.batch$")
 T = TypeVar("T")
 
 
@@ -213,9 +215,10 @@ def _job_from_json(rec: Mapping[str, Any]) -> HistoryJob:
 
 
 def _batch_json(steps: Any) -> tuple[int, int] | None:
-    """The batch step's (cores, GPUs) on its node, from a job's nested steps (22.05's
-    ``step.name`` ``batch``; 24.11 and later ``step.id`` ``123.batch`` too); None where
-    there is no such step or its TRES cannot be read."""
+    """The batch step's (cores, GPUs) on its node, from a job's nested steps (``step.id``
+    ``batch`` on 22.05, ``123.batch`` on 24.11 and later); None where there is no such
+    step (an allocation from salloc, a het job's later component) or its TRES cannot be
+    read."""
     if not isinstance(steps, list):
         return None
     for st in steps:
@@ -276,7 +279,9 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
     """``sacct -a -X -P -o ...``: with a header line (``-n`` not given), the fields in any
     order, :data:`TEXT_FIELDS` required (``JobID`` may stand for ``JobIDRaw``), any of
     :data:`OPTIONAL_FIELDS` read, other columns ignored; without one, :data:`TEXT_FIELDS`
-    in that order.
+    in that order. Without ``-X``, a job's step lines follow it: the batch step's
+    AllocTRES gives the job's :attr:`HistoryJob.batch_node`; other steps are not jobs and
+    are passed over.
 
     sacct writes users' text (job name, comment, submit line) as it is: a newline in it
     splits a record over lines, and a ``|`` in it adds a field. A line with too few fields
@@ -294,13 +299,15 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
     if {"JobID", "JobIDRaw", "Submit"} & {x.strip() for x in head} or \
             not head[0][:1].isdigit():
         fields, body = _header(head), top + 1
-    batch: dict[int, tuple[int, int]] = {}
-    at = fields.index("JobIDRaw")
+    at, tres_at = fields.index("JobIDRaw"), fields.index("AllocTRES")
+    latest: dict[int, int] = {}                     # job id -> its last record in out
     for lineno, f in _records(lines, body, len(fields)):
-        step = _STEP_ID.match(f[at].strip()) if len(f) == len(fields) else None
-        if step:        # a step of an export without -X: the batch step's layout is kept
-            if step[2] == "batch" and (got := _batch_text(f[fields.index("AllocTRES")])):
-                batch[int(step[1])] = got
+        job_id = f[at].strip() if at < len(f) else ""
+        if _STEP.match(job_id):     # a step (an export without -X), not a job
+            batch = _BATCH.match(job_id)
+            if batch and len(f) == len(fields) and int(batch[1]) in latest:
+                i = latest[int(batch[1])]           # -D: the run listed just before
+                out[i] = replace(out[i], batch_node=_batch_text(f[tres_at]))
             continue
         placed = _placed(f, fields)
         if isinstance(placed, str):
@@ -310,9 +317,8 @@ def parse_history_text(raw: str) -> tuple[list[HistoryJob], list[Skipped]]:
             out.append(_job_from_text(placed))
         except ValueError as exc:
             skipped.append(Skipped(f"line {lineno} (job {f[0][:20]})", str(exc)))
-    if batch:
-        out = [replace(j, batch_node=batch[j.job_id]) if j.job_id in batch else j
-               for j in out]
+            continue
+        latest[out[-1].job_id] = len(out) - 1
     return out, skipped
 
 

@@ -228,7 +228,8 @@ def build_replay(history: Sequence[HistoryJob], profiles: Mapping[str, Profile],
             out.notes[f"{job.state.lower()}: replayed for as long as it ran"] += 1
         if out.trace[-1].spread_cpus:
             out.notes["spread over nodes with fewer cores per GPU on one (its batch "
-                      "step's): replayed at that node's pace while it keeps its shape"] += 1
+                      "step's): its work measured at that node's pace, and replayed at it "
+                      "where it keeps its shape and is spread again"] += 1
     return out
 
 
@@ -260,8 +261,13 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     startup = min(startup_s, elapsed)
     fixed = elapsed if job.state in FIXED_STATES else 0.0
     work = elapsed - startup
-    # A job Slurm laid out unevenly over its nodes ran at its poorest node's pace.
-    poorest = job.poorest_cores_per_gpu if had is not None and prof is not None else None
+    # A job Slurm laid out unevenly over its nodes ran at its poorest node's pace (where
+    # that is below the share it is replayed with, and its pace mattered: it has a
+    # profile and ran to its end).
+    poorest = job.poorest_cores_per_gpu if had is not None and prof is not None \
+        and not fixed else None
+    if poorest is not None and had is not None and poorest >= had.cpus:
+        poorest = None
     if prof is not None and had is not None:
         work *= (prof.at(poorest, had.mem_gb) / prof.at(fair.cpus, fair.mem_gb) if poorest
                  else prof.speedup(had, fair))
@@ -276,7 +282,9 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
                     time_limit_s=job.time_limit_s or default_limit_s,
                     share=None if tags.get("managed") == "1" else had, eligible=asked,
                     work_s=work, startup_s=startup, fixed_s=fixed, change=str(change),
-                    spread_cpus=poorest or 0.0)
+                    # The pace of its own shape: a job synergy shaped is replayed plain
+                    # with its partition's default, which Slurm lays out afresh.
+                    spread_cpus=(poorest or 0.0) if tags.get("managed") != "1" else 0.0)
 
 
 def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:

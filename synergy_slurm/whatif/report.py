@@ -114,9 +114,10 @@ def first_screen(doc: Mapping[str, Any], replay: ReplayInput, cluster: ClusterSt
     t = summary.trust(doc["fidelity"], actual, doc["overall"][ran])
     used, peak = summary.nodes_and_peak(list(replay.jobs.values()),
                                         {s.name for s in cluster.servers})
+    paced = {tj.job_id for tj in replay.trace if tj.model and not tj.fixed_s}
     warned = summary.warnings(t, actual["jct_mean_h"], used, len(cluster.servers), peak,
                               cluster.total.gpus, release_read, doc["skipped_reasons"],
-                              summary.spread_unrecorded(list(replay.jobs.values())))
+                              summary.spread_unrecorded(list(replay.jobs.values()), paced))
     return {"headline": head, "trust": t, "warnings": [w.as_dict() for w in warned],
             "next": summary.next_steps(doc.get("keys_to_profile") or [], bool(warned))}
 

@@ -11,7 +11,7 @@ the running it misses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,10 +217,14 @@ def nodes_and_peak(jobs: Sequence[HistoryJob], described: set[str]) -> tuple[int
     return len(used), peak
 
 
-def spread_unrecorded(jobs: Sequence[HistoryJob]) -> float:
-    """The share of the GPU jobs' GPU-hours held by jobs that ran on several nodes and
-    whose batch step's share the export does not record."""
-    hours = [(j.gpus * (j.elapsed_s or 0.0), len(j.nodes) > 1 and j.batch_node is None)
+def spread_unrecorded(jobs: Sequence[HistoryJob], paced: Container[int]) -> float:
+    """The share of the GPU jobs' GPU-hours held by jobs of ``paced`` (those whose pace
+    the replay reads: a profile, a run to its end) that ran on several nodes, in an export
+    that records no job's batch step (``-X``); 0.0 where it records any (a job without
+    one there is an allocation with no batch script, not a layout left out)."""
+    if any(j.batch_node is not None for j in jobs):
+        return 0.0
+    hours = [(j.gpus * (j.elapsed_s or 0.0), len(j.nodes) > 1 and j.job_id in paced)
              for j in jobs if j.gpus > 0]
     total = sum(h for h, _ in hours)
     return sum(h for h, unknown in hours if unknown) / total if total else 0.0

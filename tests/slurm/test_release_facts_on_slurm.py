@@ -311,35 +311,54 @@ def test_a_slurm_admin_user_may_shape_and_release_other_users_jobs(slurm_cli, sl
 def test_how_a_spread_gpus_job_gets_its_cores_and_its_batch_step_says_so(
         slurm_cli, tmp_path, release):
     """What whatif's pace of a spread job rests on (HistoryJob.poorest_cores_per_gpu): a
-    --gpus=8 job with its partition's DefCpuPerGPU, spread over two nodes, is not given its
-    cores per GPU on each node, and accounting's batch step (an export without -X, JSON and
-    text) records the batch node's cores and GPUs as Slurm laid them out
-    (``scontrol -d show job``). 22.05 gave the batch node's 4 GPUs 4 of the 24 cores (1 per
-    GPU) and the other node 20; 24.11 and 26.05 gave each node 12."""
-    from synergy_slurm.slurm.parse import expand_hostlist
-    from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, parse_history
-
+    --gpus=8 job spread over two nodes, and how its cores are laid out there when they come
+    from its partition's DefCpuPerGPU (3), from --cpus-per-gpu=3, and from the controller's
+    shaping of a held job (``SlurmWriter.reshape_pending``, then release); accounting's
+    batch step (an export without -X, JSON and text) records the batch node's cores and
+    GPUs as ``scontrol -d show job`` shows them. 22.05 gave the default's 24 cores 4 on the
+    batch node's 4 GPUs (1 per GPU) and 20 on the other, but 12 and 12 for an explicit
+    cores-per-GPU, the controller's shape too; 24.11 and 26.05 12 and 12 in every case."""
     def run(*opts: str) -> int:
-        return submit(slurm_cli, "sleep 120", *opts, "-o", "/dev/null", tmp=tmp_path)
+        return submit(slurm_cli, "sleep 180", *opts, "-o", "/dev/null", tmp=tmp_path)
 
     for node, gpus in {"n1": 4, "n2": 4, "n3": 8, "n4": 8}.items():     # 20 cores free
         wait_for(slurm_cli, run(f"--gpus={gpus}", "--cpus-per-gpu=1", "-w", node),
                  {"RUNNING"})                                           # on n1 and n2
-    jid = submit(slurm_cli, "sleep 6", "--gpus=8", "-o", "/dev/null", tmp=tmp_path)
+    seen = {}
+    for how, opts in (("default", ()), ("explicit", ("--cpus-per-gpu=3",)),
+                      ("shaped", ("-H",))):
+        jid = submit(slurm_cli, "sleep 4", "--gpus=8", "--mem-per-gpu=1000", *opts,
+                     "-o", "/dev/null", tmp=tmp_path)
+        if how == "shaped":
+            job = SlurmReader(slurm_cli).snapshot().job(jid)
+            assert job is not None
+            writer = SlurmWriter(slurm_cli, enforce=True)
+            writer.reshape_pending(job, Shape(3, 1000))
+            writer.release(jid)
+        seen[how] = _spread_layout(slurm_cli, jid)
+    even = {"default": {(12, 4)}, "explicit": {(12, 4)}, "shaped": {(12, 4)}}
+    expect({"22.05": {**even, "default": {(4, 4), (20, 4)}}, "24.11": even, "26.05": even},
+           release, seen)
+
+
+def _spread_layout(slurm_cli, jid: int) -> set[tuple[int, int]]:
+    """The (cores, GPUs) on each node of a running job, from ``scontrol -d show job``,
+    once the job has ended and sacct's batch step (JSON and text) was checked to agree."""
+    from synergy_slurm.slurm.parse import expand_hostlist
+    from synergy_slurm.slurm.sacct import PRIORITY_FIELDS, parse_history
+
+    def count(ranges: str) -> int:
+        return sum(int(b) - int(a) + 1 if b else 1 for r in ranges.split(",") if r
+                   for a, _, b in [r.partition("-")])
+
     fields = wait_for(slurm_cli, jid, {"RUNNING"})
-    layout = {}         # node -> (cores, GPUs), as scontrol -d shows them
+    layout = {}         # node -> (cores, GPUs)
     for line in slurm_cli.run("scontrol", ["-d", "show", "job", str(jid)]).splitlines():
         parts = dict(p.split("=", 1) for p in line.split() if "=" in p)
         if "CPU_IDs" in parts:
-            cores = sum(int(b) - int(a) + 1 if a else 1
-                        for r in parts["CPU_IDs"].split(",")
-                        for a, _, b in [r.partition("-")] if r) if parts["CPU_IDs"] else 0
-            idx = parts.get("GRES", "").partition("IDX:")[2].rstrip(")")
-            gpus = sum(int(b) - int(a) + 1 if b else 1 for r in idx.split(",") if r
-                       for a, _, b in [r.partition("-")])
+            gpus = count(parts.get("GRES", "").partition("IDX:")[2].rstrip(")"))
             for node in expand_hostlist(parts["Nodes"]):
-                layout[node] = (cores, gpus)
-    batch_host = fields["BatchHost"]
+                layout[node] = (count(parts["CPU_IDs"]), gpus)
     wait_for(slurm_cli, jid, {"COMPLETED"}, 60)
     deadline = time.monotonic() + 30
     while True:     # slurmdbd hears of the end a moment later
@@ -352,7 +371,6 @@ def test_how_a_spread_gpus_job_gets_its_cores_and_its_batch_step_says_so(
         time.sleep(1)
     (job,), (from_text,) = jobs, parse_history(text)[0]
     assert not skipped and not parse_history(text)[1]
-    assert job.batch_node == from_text.batch_node == layout[batch_host], (layout, batch_host)
-    assert job.cpus == sum(c for c, _ in layout.values()) and job.gpus == 8
-    expect({"22.05": {(4, 4), (20, 4)}, "24.11": {(12, 4)}, "26.05": {(12, 4)}},
-           release, set(layout.values()))
+    assert job.batch_node == from_text.batch_node == layout[fields["BatchHost"]], layout
+    assert len(layout) == 2 and job.cpus == sum(c for c, _ in layout.values()) == 24
+    return set(layout.values())

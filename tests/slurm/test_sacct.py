@@ -355,3 +355,25 @@ def test_the_text_forms_step_lines_give_the_batch_layout_and_are_not_jobs():
     (got,), skipped = parse_history(raw)
     assert not skipped and got.job_id == 7 and got.batch_node == (4, 4)
     assert got.poorest_cores_per_gpu == 1.0
+    # A step whose name holds a '|', a het job's step, an array task's steps (as JobID
+    # shows them): steps all, passed over, none a record to skip.
+    odd = [_row(JobIDRaw=i, JobName=name, AllocTRES="cpu=1,node=1")
+           for i, name in (("7.1", "a|b"), ("7.0+1", "x"), ("5_1.batch", "batch"),
+                           ("5_1.extern", "extern"))]
+    more = "\n".join("|".join(r[c] for c in TEXT_FIELDS) for r in odd)
+    (got,), skipped = parse_history(raw + "\n" + more)
+    assert not skipped and got.batch_node == (4, 4)
+
+
+def test_each_run_of_a_requeued_job_gets_its_own_batch_step():
+    """-D lists every run of a requeued job, each followed by its own steps."""
+    rows = []
+    for start, nodes, batch in (("2026-12-05T07:07:15", "n[1-2]", "cpu=4,gres/gpu=4"),
+                                ("2026-12-05T08:07:15", "n[3-4]", "cpu=12,gres/gpu=4")):
+        rows += [_row(JobIDRaw="7", State="REQUEUED", Start=start, End=start,
+                      AllocTRES="cpu=24,gres/gpu=8,mem=500G,node=2", NodeList=nodes),
+                 _row(JobIDRaw="7.batch", Start=start, End=start, AllocTRES=batch)]
+    raw = "\n".join(["|".join(TEXT_FIELDS), *("|".join(r[c] for c in TEXT_FIELDS)
+                                              for r in rows)])
+    first, second = parse_history(raw)[0]
+    assert (first.batch_node, second.batch_node) == ((4, 4), (12, 4))

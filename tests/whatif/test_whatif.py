@@ -471,7 +471,8 @@ def test_a_job_slurm_laid_out_unevenly_runs_at_its_poorest_nodes_pace(paper_prof
     assert tj.spread_cpus == 1.0
     assert tj.work_s == pytest.approx(3600 * alexnet.speedup(PerGpu(1, 62.5), fair))
     assert rp.notes["spread over nodes with fewer cores per GPU on one (its batch step's): "
-                    "replayed at that node's pace while it keeps its shape"] == 1
+                    "its work measured at that node's pace, and replayed at it where it "
+                    "keeps its shape and is spread again"] == 1
     out = replay(rp, paper_profiles, ClusterState.uniform(3), sched_s=1.0)
     plain = out.times("plain")[1]
     assert plain.end - plain.start == pytest.approx(3600, rel=0.01)
@@ -481,6 +482,24 @@ def test_a_job_slurm_laid_out_unevenly_runs_at_its_poorest_nodes_pace(paper_prof
     even = build_replay([replace(spread, batch_node=None), *fill], paper_profiles,
                         pools("n1", "n2"))
     assert {t.job_id: t for t in even.trace}[1].work_s == pytest.approx(3600)
+    # Left as submitted by synergy (its comment opts out): the same pace in both replays.
+    out_left = replay(build_replay([replace(spread, comment="synergy:profile=alexnet "
+                                            "synergy:off"), *fill], paper_profiles,
+                                   pools("n1", "n2")),
+                      paper_profiles, ClusterState.uniform(3), sched_s=1.0)
+    for which in ("plain", "synergy"):
+        left = out_left.times(which)[1]
+        assert left.end - left.start == pytest.approx(3600, rel=0.01), which
+    # Shaped by synergy in the history (the hook's tag): replayed plain with its
+    # partition's default, laid out afresh, so not at the pace of synergy's layout.
+    managed = build_replay([replace(spread, admin_comment="synergy.managed=1"), *fill],
+                           paper_profiles, pools("n1", "n2"))
+    assert {t.job_id: t for t in managed.trace}[1].spread_cpus == 0.0
+    # A poorest node at or above the share it is replayed with (28 cores: 3 per GPU,
+    # its batch node 13 for 4 GPUs, 3.25) is not a slower pace.
+    odd = build_replay([replace(spread, cpus=28, batch_node=(13, 4)), *fill],
+                       paper_profiles, pools("n1", "n2"))
+    assert {t.job_id: t for t in odd.trace}[1].spread_cpus == 0.0
     # One node that holds all 8 GPUs: its cores are its share's on that node.
     big = (Pool("", ClusterState((Server("n9", Resources(16, 48, 1000.0)),))),)
     whole = run(rp, paper_profiles, big[0].cluster, big, "tune",
@@ -495,13 +514,20 @@ def test_spread_jobs_without_their_layout_earn_a_warning():
 
     spread = hjob(1, gpus=8, cpus=24, nodes=("n1", "n2"))          # 8 GPU-hours
     small = [hjob(i, gpus=1) for i in range(2, 10)]                 # 8 more
-    assert summary.spread_unrecorded([spread, *small]) == pytest.approx(0.5)
-    assert summary.spread_unrecorded([replace(spread, batch_node=(12, 4)), *small]) == 0
-    assert summary.spread_unrecorded([replace(spread, nodes=("n1",)), *small]) == 0
+    every = range(1, 10)
+    assert summary.spread_unrecorded([spread, *small], every) == pytest.approx(0.5)
+    assert summary.spread_unrecorded([replace(spread, nodes=("n1",)), *small], every) == 0
+    # Its pace not read (no profile, or it ended at its limit): nothing overstated.
+    assert summary.spread_unrecorded([spread, *small], range(2, 10)) == 0
+    # An export with steps: a spread job without a batch step (salloc) is not a layout
+    # left out.
+    stepped = [replace(small[0], batch_node=(3, 1)), *small[1:]]
+    assert summary.spread_unrecorded([spread, *stepped], every) == 0
     trust = {"wait_h": {"history": 0.0, "replay": 0.0, "missed_share": 0.0},
              "jct_mean": 0.0}
     said = [w.what + " / " + w.check for w in summary.warnings(
-        trust, 1.0, 2, 2, 8, 16, True, {}, summary.spread_unrecorded([spread, *small]))]
+        trust, 1.0, 2, 2, 8, 16, True, {}, summary.spread_unrecorded([spread, *small],
+                                                                     every))]
     assert len(said) == 1 and "hold 50% of the GPU-hours" in said[0]
     assert "export without -X (sacct -a -D --json)" in said[0]
     assert not summary.warnings(trust, 1.0, 2, 2, 8, 16, True, {}, 0.04)
