@@ -198,8 +198,8 @@ def next_steps(keys: Sequence[Mapping[str, Any]], warned: bool) -> list[str]:
         k = keys[0]
         out.append(f"Profile the jobs synergy would gain most on: {k['key']} first "
                    f"({k['gpu_hours']:g} GPU-h): {k['profile_run']}")
-    out.append("Then run synergy in dry-run for a week (synergy controller run --dry-run) "
-               "and compare with this forecast.")
+    out.append(f"{'Then run' if out else 'Run'} synergy in dry-run for a week (synergy "
+               "controller run --dry-run) and compare with this forecast.")
     return out
 
 

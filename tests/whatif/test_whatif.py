@@ -531,3 +531,13 @@ def test_spread_jobs_without_their_layout_earn_a_warning():
     assert len(said) == 1 and "hold 50% of the GPU-hours" in said[0]
     assert "export without -X (sacct -a -D --json)" in said[0]
     assert not summary.warnings(trust, 1.0, 2, 2, 8, 16, True, {}, 0.04)
+
+
+def test_what_to_do_next_reads_in_order_with_or_without_warnings():
+    from synergy_slurm.whatif import summary
+
+    assert summary.next_steps([], False) == [
+        "Run synergy in dry-run for a week (synergy controller run --dry-run) and compare "
+        "with this forecast."]
+    warned = summary.next_steps([], True)
+    assert warned[0].startswith("Check the warnings") and warned[1].startswith("Then run")
