@@ -263,9 +263,11 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     work = elapsed - startup
     # A job Slurm laid out unevenly over its nodes ran at its poorest node's pace (where
     # that is below the share it is replayed with, and its pace mattered: it has a
-    # profile and ran to its end).
+    # profile and ran to its end), if it kept its own shape. A shape synergy gave is
+    # measured and replayed as laid out evenly, as the model places it (on 22.05 such a
+    # job spread onto a node short of cores is not: a gap of the model, docs/results §8).
     poorest = job.poorest_cores_per_gpu if had is not None and prof is not None \
-        and not fixed else None
+        and not fixed and tags.get("managed") != "1" else None
     if poorest is not None and had is not None and poorest >= had.cpus:
         poorest = None
     if prof is not None and had is not None:
@@ -282,9 +284,7 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
                     time_limit_s=job.time_limit_s or default_limit_s,
                     share=None if tags.get("managed") == "1" else had, eligible=asked,
                     work_s=work, startup_s=startup, fixed_s=fixed, change=str(change),
-                    # The pace of its own shape: a job synergy shaped is replayed plain
-                    # with its partition's default, which Slurm lays out afresh.
-                    spread_cpus=(poorest or 0.0) if tags.get("managed") != "1" else 0.0)
+                    spread_cpus=poorest or 0.0)
 
 
 def _last_runs(history: Sequence[HistoryJob]) -> list[HistoryJob]:

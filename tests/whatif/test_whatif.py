@@ -490,11 +490,13 @@ def test_a_job_slurm_laid_out_unevenly_runs_at_its_poorest_nodes_pace(paper_prof
     for which in ("plain", "synergy"):
         left = out_left.times(which)[1]
         assert left.end - left.start == pytest.approx(3600, rel=0.01), which
-    # Shaped by synergy in the history (the hook's tag): replayed plain with its
-    # partition's default, laid out afresh, so not at the pace of synergy's layout.
+    # Shaped by synergy in the history (the hook's tag): its work is measured at the
+    # share synergy gave it, as the model lays that out (evenly), and it is replayed plain
+    # with its partition's default, laid out afresh.
     managed = build_replay([replace(spread, admin_comment="synergy.managed=1"), *fill],
                            paper_profiles, pools("n1", "n2"))
-    assert {t.job_id: t for t in managed.trace}[1].spread_cpus == 0.0
+    shaped = {t.job_id: t for t in managed.trace}[1]
+    assert shaped.spread_cpus == 0.0 and shaped.work_s == pytest.approx(3600)
     # A poorest node at or above the share it is replayed with (28 cores: 3 per GPU,
     # its batch node 13 for 4 GPUs, 3.25) is not a slower pace.
     odd = build_replay([replace(spread, cpus=28, batch_node=(13, 4)), *fill],
