@@ -127,7 +127,14 @@ def test_a_crashing_script_stores_nothing_and_is_not_resubmitted(env, user_dir,
     submit_as_user(env, user_dir, "auto-crash",
                    "env > job.env; echo 'oops: no such dataset' >&2; exit 3",
                    "--dataset-size", "50G")
-    [ev] = ctl.run_round().profiling
+    res = ctl.run_round()
+    # Said on failure: what the round saw of the job, and whether its profiling step
+    # raised (a side step's error is logged and counted, and gives no events).
+    assert len(res.profiling) == 1, (
+        res.profiling, res.actions,
+        env["cli"].run("squeue", ["-h", "-o", "%i %T %r %k"]),
+        ctl.metrics.errors.labels("profiling")._value.get())
+    [ev] = res.profiling
     assert ev.what == "submitted"
     # The job's --dataset-size reaches the profiler's memory model, with the site's
     # bandwidths from [profiling].
