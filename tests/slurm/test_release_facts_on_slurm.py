@@ -324,22 +324,11 @@ def test_how_a_spread_gpus_job_gets_its_cores_and_its_batch_step_says_so(
     for node, gpus in {"n1": 4, "n2": 4, "n3": 8, "n4": 8}.items():     # 20 cores free
         wait_for(slurm_cli, run(f"--gpus={gpus}", "--cpus-per-gpu=1", "-w", node),
                  {"RUNNING"})                                           # on n1 and n2
-    seen = {}
-    for how, opts in (("default", ()), ("explicit", ("--cpus-per-gpu=3",)),
-                      ("shaped", ("-H",))):
-        jid = submit(slurm_cli, "sleep 4", "--gpus=8", "--mem-per-gpu=1000", *opts,
-                     "-o", "/dev/null", tmp=tmp_path)
-        if how == "shaped":
-            job = SlurmReader(slurm_cli).snapshot().job(jid)
-            assert job is not None
-            writer = SlurmWriter(slurm_cli, enforce=True)
-            writer.reshape_pending(job, Shape(3, 1000))
-            writer.release(jid)
-        seen[how] = _spread_layout(slurm_cli, jid)
+    seen = {how: _spread_layout(slurm_cli, _submit_spread(slurm_cli, tmp_path, how, 3))
+            for how in ("default", "explicit", "shaped")}
     even = {"default": {(12, 4)}, "explicit": {(12, 4)}, "shaped": {(12, 4)}}
     expect({"22.05": {**even, "default": {(4, 4), (20, 4)}}, "24.11": even, "26.05": even},
            release, seen)
-
 
 
 def test_a_shaped_spread_job_on_a_node_short_of_cores(slurm_cli, tmp_path, release):
@@ -356,15 +345,8 @@ def test_a_shaped_spread_job_on_a_node_short_of_cores(slurm_cli, tmp_path, relea
                        "n3": ("--gpus=8",), "n4": ("--gpus=8",)}.items():
         wait_for(slurm_cli, run(*opts, "-w", node), {"RUNNING"})
     seen: dict[str, object] = {}
-    for how, opts in (("explicit", ("--cpus-per-gpu=1",)), ("shaped", ("-H",))):
-        jid = submit(slurm_cli, "sleep 4", "--gpus=8", "--mem-per-gpu=1000", *opts,
-                     "-o", "/dev/null", tmp=tmp_path)
-        if how == "shaped":
-            job = SlurmReader(slurm_cli).snapshot().job(jid)
-            assert job is not None
-            writer = SlurmWriter(slurm_cli, enforce=True)
-            writer.reshape_pending(job, Shape(1, 1000))
-            writer.release(jid)
+    for how in ("explicit", "shaped"):
+        jid = _submit_spread(slurm_cli, tmp_path, how, 1)
         time.sleep(12)      # past two scheduler passes and a backfill pass (5 s each)
         state = job_fields(slurm_cli, jid).get("JobState")
         seen[how] = _spread_layout(slurm_cli, jid, cores=8) if state == "RUNNING" \
@@ -372,6 +354,23 @@ def test_a_shaped_spread_job_on_a_node_short_of_cores(slurm_cli, tmp_path, relea
         slurm_cli.run("scancel", [str(jid)])
     waits = {"explicit": "PENDING", "shaped": "PENDING"}
     expect({"22.05": waits, "24.11": waits, "26.05": waits}, release, seen)
+
+def _submit_spread(slurm_cli, tmp_path, how: str, cores_per_gpu: int) -> int:
+    """A 4-second 8-GPU job whose cores come from the partition's default (``default``),
+    ``--cpus-per-gpu`` (``explicit``) or the controller's shaping of it held (``shaped``:
+    ``SlurmWriter.reshape_pending``, then released)."""
+    opts = {"default": (), "explicit": (f"--cpus-per-gpu={cores_per_gpu}",),
+            "shaped": ("-H",)}[how]
+    jid = submit(slurm_cli, "sleep 4", "--gpus=8", "--mem-per-gpu=1000", *opts,
+                 "-o", "/dev/null", tmp=tmp_path)
+    if how == "shaped":
+        job = SlurmReader(slurm_cli).snapshot().job(jid)
+        assert job is not None
+        writer = SlurmWriter(slurm_cli, enforce=True)
+        writer.reshape_pending(job, Shape(cores_per_gpu, 1000))
+        writer.release(jid)
+    return jid
+
 
 def _spread_layout(slurm_cli, jid: int, cores: int = 24) -> set[tuple[int, int]]:
     """The (cores, GPUs) on each node of a running job, from ``scontrol -d show job``,
