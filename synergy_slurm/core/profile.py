@@ -94,7 +94,12 @@ class Profile:
 
     def speedup(self, point: PerGpu, fair: PerGpu) -> float:
         """Throughput at ``point`` relative to the proportional point ``fair``."""
-        return self.at(point.cpus, point.mem_gb) / self.at(fair.cpus, fair.mem_gb)
+        return self.speedup_at(point.cpus, point.mem_gb, fair)
+
+    def speedup_at(self, cpus_per_gpu: float, mem_gb_per_gpu: float, fair: PerGpu) -> float:
+        """:meth:`speedup` at a point that may hold a fraction of a core per GPU (a job's
+        poorest node, whatif/history.py)."""
+        return self.at(cpus_per_gpu, mem_gb_per_gpu) / self.at(fair.cpus, fair.mem_gb)
 
     @property
     def best(self) -> float:

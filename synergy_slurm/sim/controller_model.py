@@ -112,10 +112,10 @@ class _Run:
         real = self.true or self.profile
         if real is None:
             return 1.0
-        fair = self.fair
-        if self.spread_cpus and len(placement) > 1 and share == (self.trace.share or fair):
-            return real.at(self.spread_cpus, share.mem_gb) / real.at(fair.cpus, fair.mem_gb)
-        return real.speedup(share, fair)
+        # spread_cpus is set only for a job that keeps its history's own share.
+        cpus = self.spread_cpus if self.spread_cpus and len(placement) > 1 and \
+            share == self.trace.share else share.cpus
+        return real.speedup_at(cpus, share.mem_gb, self.fair)
 
     def done_by(self, t: float) -> tuple[float, float]:
         """(work left, debt left) at ``t`` of the current run."""

@@ -271,8 +271,7 @@ def _trace_job(job: HistoryJob, finish: float, t0: float, pool: Pool, prof: Prof
     if poorest is not None and had is not None and poorest >= had.cpus:
         poorest = None
     if prof is not None and had is not None:
-        work *= (prof.at(poorest, had.mem_gb) / prof.at(fair.cpus, fair.mem_gb) if poorest
-                 else prof.speedup(had, fair))
+        work *= prof.speedup_at(poorest or had.cpus, had.mem_gb, fair)
     # A job the hook did not tag that became eligible after its submission asked to wait.
     asked = job.eligible - t0 if (not tags and job.eligible > job.submit + ASKED_WAIT_S) \
         else None
